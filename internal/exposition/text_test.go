@@ -1,0 +1,74 @@
+package exposition
+
+import (
+	"math"
+	"testing"
+)
+
+func TestAppendHeader(t *testing.T) {
+	cases := []struct {
+		name, help string
+		typ        Type
+		want       string
+	}{
+		{"a_total", "", TypeCounter, "# TYPE a_total counter\n"},
+		{"g", "Line one\nsays \"hi\" \\o/", TypeGauge,
+			"# HELP g Line one\\nsays \"hi\" \\\\o/\n# TYPE g gauge\n"},
+		{"u", "x", TypeUntyped, "# HELP u x\n# TYPE u untyped\n"},
+	}
+	for _, c := range cases {
+		if got := string(AppendHeader(nil, c.name, c.help, c.typ)); got != c.want {
+			t.Errorf("AppendHeader(%q, %q) = %q, want %q", c.name, c.help, got, c.want)
+		}
+	}
+}
+
+func TestAppendSeriesPrefix(t *testing.T) {
+	cases := []struct {
+		labels []Label
+		want   string
+	}{
+		{nil, "m"},
+		{[]Label{{"a", ""}}, "m"},
+		{[]Label{{"a", "x"}, {"b", ""}, {"c", "y"}}, `m{a="x",c="y"}`},
+		{[]Label{{"v", "quote\" back\\ nl\n"}}, `m{v="quote\" back\\ nl\n"}`},
+		{[]Label{{"u", "ünïcode ✓"}}, `m{u="ünïcode ✓"}`},
+	}
+	for _, c := range cases {
+		if got := string(AppendSeriesPrefix(nil, "m", c.labels)); got != c.want {
+			t.Errorf("AppendSeriesPrefix(%v) = %q, want %q", c.labels, got, c.want)
+		}
+	}
+}
+
+func TestAppendFloat(t *testing.T) {
+	cases := map[float64]string{
+		0:            "0",
+		1:            "1",
+		-1:           "-1",
+		42:           "42",
+		0.25:         "0.25",
+		1e6:          "1e+06",
+		123456789:    "1.23456789e+08",
+		math.NaN():   "NaN",
+		math.Inf(1):  "+Inf",
+		math.Inf(-1): "-Inf",
+	}
+	for v, want := range cases {
+		if got := string(AppendSample(nil, v)); got != " "+want+"\n" {
+			t.Errorf("AppendSample(%v) = %q, want %q", v, got, " "+want+"\n")
+		}
+	}
+}
+
+func TestAppendDoesNotAllocateWithRoom(t *testing.T) {
+	buf := make([]byte, 0, 4096)
+	labels := []Label{{"job", "kong"}, {"http_route", "/anything"}, {"code", "200"}}
+	allocs := testing.AllocsPerRun(100, func() {
+		b := AppendSeriesPrefix(buf[:0], "gateway_requests_total", labels)
+		_ = AppendSample(b, 12345.5)
+	})
+	if allocs != 0 {
+		t.Fatalf("allocated %.1f times per series, want 0", allocs)
+	}
+}

@@ -1,0 +1,93 @@
+// Package identity hashes OpenTelemetry attribute sets into series identities.
+//
+// Hash contract: every function here returns an in-process 64-bit hash. It is
+// stable for the life of the process and across processes of one build, but it
+// is not a wire format: never persist it or compare it across versions.
+// Attribute maps hash order-independently (a map is a set of key/value pairs),
+// without sorting and without allocating, so the hot path can hash attributes
+// exactly as they arrive. A hash is never an identity on its own: callers
+// confirm a hit by comparing the real labels, because two label sets can
+// collide.
+package identity // import "github.com/otelgateway/otelgateway/internal/identity"
+
+import (
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// Seeds that separate value kinds, so Str("1"), Int(1) and Double(1) differ.
+const (
+	kindEmpty uint64 = 0x9e3779b97f4a7c15 + iota
+	kindStr
+	kindBool
+	kindInt
+	kindDouble
+	kindBytes
+	kindSlice
+	kindMap
+)
+
+// mix is the splitmix64 finalizer: it spreads every input bit over the output,
+// which keeps the commutative sum in OfMap from cancelling structure out.
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// Combine folds b into a, order-dependently. Use it to chain identities
+// (resource, then scope, then metric, then attributes).
+func Combine(a, b uint64) uint64 {
+	return mix(a*31 + b + 0x632be59bd9b4e019)
+}
+
+// OfString hashes one string.
+func OfString(s string) uint64 {
+	return xxhash.Sum64String(s)
+}
+
+// OfValue hashes one attribute value, including its type.
+func OfValue(v pcommon.Value) uint64 {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return Combine(kindStr, xxhash.Sum64String(v.Str()))
+	case pcommon.ValueTypeBool:
+		if v.Bool() {
+			return Combine(kindBool, 1)
+		}
+		return Combine(kindBool, 0)
+	case pcommon.ValueTypeInt:
+		return Combine(kindInt, uint64(v.Int()))
+	case pcommon.ValueTypeDouble:
+		return Combine(kindDouble, math.Float64bits(v.Double()))
+	case pcommon.ValueTypeBytes:
+		return Combine(kindBytes, xxhash.Sum64(v.Bytes().AsRaw()))
+	case pcommon.ValueTypeSlice:
+		h := kindSlice
+		s := v.Slice()
+		for i := 0; i < s.Len(); i++ {
+			h = Combine(h, OfValue(s.At(i)))
+		}
+		return h
+	case pcommon.ValueTypeMap:
+		return Combine(kindMap, OfMap(v.Map()))
+	default:
+		return kindEmpty
+	}
+}
+
+// OfMap hashes an attribute map independently of the order of its entries:
+// each key/value pair is hashed and mixed on its own, and the pair hashes are
+// added, so no sort and no allocation is needed.
+func OfMap(m pcommon.Map) uint64 {
+	var sum uint64
+	for k, v := range m.All() {
+		sum += mix(Combine(xxhash.Sum64String(k), OfValue(v)))
+	}
+	return Combine(uint64(m.Len()), sum)
+}

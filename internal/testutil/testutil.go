@@ -1,0 +1,86 @@
+// Package testutil holds helpers shared by the components' tests: free
+// loopback addresses and reading the components' own telemetry.
+package testutil // import "github.com/otelgateway/otelgateway/internal/testutil"
+
+import (
+	"net"
+	"testing"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+// Tests never use fixed ports, so they can run in parallel with anything.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("finding a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		tb.Fatalf("releasing port %s: %v", addr, err)
+	}
+	return addr
+}
+
+// Int64Sum returns the value of the int64 counter or up-down counter name at
+// the data point whose attributes include every one of attrs; 0 when the
+// metric or the point does not exist (yet).
+func Int64Sum(tb testing.TB, tel *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
+	tb.Helper()
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		tb.Fatalf("metric %s is %T, want an int64 sum", name, m.Data)
+	}
+	var total int64
+	for _, dp := range sum.DataPoints {
+		if hasAll(dp.Attributes, attrs) {
+			total += dp.Value
+		}
+	}
+	return total
+}
+
+// Int64Gauge returns the value of an int64 gauge (observable gauges included)
+// at the point that carries attrs.
+func Int64Gauge(tb testing.TB, tel *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) int64 {
+	tb.Helper()
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	switch data := m.Data.(type) {
+	case metricdata.Gauge[int64]:
+		for _, dp := range data.DataPoints {
+			if hasAll(dp.Attributes, attrs) {
+				return dp.Value
+			}
+		}
+	case metricdata.Sum[int64]:
+		for _, dp := range data.DataPoints {
+			if hasAll(dp.Attributes, attrs) {
+				return dp.Value
+			}
+		}
+	default:
+		tb.Fatalf("metric %s is %T, want an int64 gauge", name, m.Data)
+	}
+	return 0
+}
+
+func hasAll(set attribute.Set, attrs []attribute.KeyValue) bool {
+	for _, kv := range attrs {
+		v, ok := set.Value(kv.Key)
+		if !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,198 @@
+package gatewayreceiver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	pbContentType   = "application/x-protobuf"
+	jsonContentType = "application/json"
+)
+
+// Outcomes of an HTTP export, the `outcome` attribute of
+// otelcol_receiver_gateway_requests. A bounded set, one constant each.
+var (
+	httpAccepted         = httpOutcome("accepted")
+	httpMalformed        = httpOutcome("malformed")
+	httpUnsupportedMedia = httpOutcome("unsupported_media_type")
+	httpTooLarge         = httpOutcome("too_large")
+	httpBadMethod        = httpOutcome("method_not_allowed")
+)
+
+func httpOutcome(o string) attribute.Set {
+	return attribute.NewSet(attribute.String("transport", "http"), attribute.String("outcome", o))
+}
+
+func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) error {
+	if !r.cfg.Protocols.HTTP.HasValue() {
+		return nil
+	}
+	cfg := r.cfg.Protocols.HTTP.Get()
+	mux := http.NewServeMux()
+	mux.HandleFunc(tracesURLPath, r.handleTraces)
+	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
+		confighttp.WithErrorHandler(r.decompressError))
+	if err != nil {
+		return err
+	}
+	ln, err := cfg.ToListener(ctx)
+	if err != nil {
+		return err
+	}
+	r.serverHTTP = srv
+	r.serve(host, "HTTP", ln, srv.Serve, http.ErrServerClosed)
+	return nil
+}
+
+// handleTraces serves POST /v1/traces (OTLP/HTTP, protobuf or JSON).
+func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request) {
+	enc, ok := r.readEncoding(w, req)
+	if !ok {
+		return
+	}
+	body, ok := r.readBody(w, req, enc)
+	if !ok {
+		return
+	}
+	otlpReq := ptraceotlp.NewExportRequest()
+	var err error
+	if enc == pbContentType {
+		err = otlpReq.UnmarshalProto(body)
+	} else {
+		err = otlpReq.UnmarshalJSON(body)
+	}
+	if err != nil {
+		r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP "+encodingName(enc)+" body: "+err.Error())
+		return
+	}
+	r.ingest(req.Context(), otlpReq.Traces())
+	r.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
+
+	resp := ptraceotlp.NewExportResponse()
+	var msg []byte
+	if enc == pbContentType {
+		msg, err = resp.MarshalProto()
+	} else {
+		msg, err = resp.MarshalJSON()
+	}
+	if err != nil {
+		writeStatus(w, enc, http.StatusInternalServerError, "marshal response: "+err.Error())
+		return
+	}
+	writeBody(w, enc, http.StatusOK, msg)
+}
+
+// readEncoding checks the method and the Content-Type, answering 405 or 415.
+func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request) (string, bool) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		r.reject(req.Context(), w, jsonContentType, http.StatusMethodNotAllowed, httpBadMethod, req.Method+" not allowed on "+tracesURLPath+", use POST")
+		return "", false
+	}
+	ct := req.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != pbContentType && mt != jsonContentType) {
+		r.reject(req.Context(), w, jsonContentType, http.StatusUnsupportedMediaType, httpUnsupportedMedia,
+			"unsupported Content-Type "+strconv.Quote(ct)+", use "+pbContentType+" or "+jsonContentType)
+		return "", false
+	}
+	return mt, true
+}
+
+// readBody reads the whole body; one over max_request_body_size gets 413.
+func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string) ([]byte, bool) {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge,
+			"request body exceeds max_request_body_size ("+strconv.FormatInt(tooLarge.Limit, 10)+" bytes)")
+		return nil, false
+	}
+	r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "reading request body: "+err.Error())
+	return nil, false
+}
+
+// decompressError answers failures of confighttp's decompression (a corrupt
+// gzip body, or one that inflates past max_request_body_size).
+func (r *gatewayReceiver) decompressError(w http.ResponseWriter, req *http.Request, msg string, code int) {
+	outcome := httpMalformed
+	if code == http.StatusRequestEntityTooLarge {
+		outcome = httpTooLarge
+	}
+	enc := jsonContentType
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err == nil && mt == pbContentType {
+		enc = pbContentType
+	}
+	r.reject(req.Context(), w, enc, code, outcome, msg)
+}
+
+// reject counts a refused request and answers it with a google.rpc.Status, as
+// OTLP/HTTP requires, in the request's encoding.
+func (r *gatewayReceiver) reject(ctx context.Context, w http.ResponseWriter, enc string, code int, outcome attribute.Set, msg string) {
+	r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(outcome))
+	writeStatus(w, enc, code, msg)
+}
+
+func writeStatus(w http.ResponseWriter, enc string, code int, msg string) {
+	st := &spb.Status{Code: int32(grpcCodeOf(code)), Message: msg}
+	var body []byte
+	var err error
+	if enc == pbContentType {
+		body, err = proto.Marshal(st)
+	} else {
+		body, err = protojson.Marshal(st)
+	}
+	if err != nil {
+		http.Error(w, msg, code)
+		return
+	}
+	writeBody(w, enc, code, body)
+}
+
+func writeBody(w http.ResponseWriter, contentType string, code int, body []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// grpcCodeOf maps the HTTP statuses this receiver answers with to the code in
+// the google.rpc.Status body (https://opentelemetry.io/docs/specs/otlp/#failures-1).
+func grpcCodeOf(httpCode int) codes.Code {
+	switch httpCode {
+	case http.StatusBadRequest:
+		return codes.InvalidArgument
+	case http.StatusRequestEntityTooLarge:
+		return codes.ResourceExhausted
+	case http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
+		return codes.Unimplemented
+	default:
+		return codes.Internal
+	}
+}
+
+func encodingName(enc string) string {
+	if enc == pbContentType {
+		return "protobuf"
+	}
+	return "JSON"
+}
+

@@ -1,0 +1,175 @@
+package gatewayreceiver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
+)
+
+// gatewayReceiver turns gateway spans into request counts and emits them as
+// delta sums every flush interval.
+type gatewayReceiver struct {
+	cfg       *Config
+	settings  receiver.Settings
+	next      consumer.Metrics
+	telemetry *metadata.TelemetryBuilder
+	agg       *aggregator
+	// counters hands each concurrent export its own SpanCounter scratch set.
+	counters sync.Pool
+
+	serverHTTP *http.Server
+	serverGRPC *grpc.Server
+	servers    sync.WaitGroup
+
+	// windowStart is the start of the delta window being accumulated; only the
+	// flush goroutine (and Shutdown, after it stopped) touches it.
+	windowStart pcommon.Timestamp
+	stopFlush   chan struct{}
+	flushDone   chan struct{}
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayReceiver{
+		cfg:       cfg,
+		settings:  set,
+		next:      next,
+		telemetry: tb,
+		agg:       newAggregator(),
+		counters:  sync.Pool{New: func() any { return new(gateway.SpanCounter) }},
+	}, nil
+}
+
+// Start starts the servers and the flush loop. A failed start shuts down
+// whatever did start.
+func (r *gatewayReceiver) Start(ctx context.Context, host component.Host) error {
+	r.windowStart = pcommon.NewTimestampFromTime(time.Now())
+	r.stopFlush = make(chan struct{})
+	r.flushDone = make(chan struct{})
+	go r.flushLoop()
+
+	if err := r.startHTTP(ctx, host); err != nil {
+		return errors.Join(err, r.Shutdown(ctx))
+	}
+	if err := r.startGRPC(ctx, host); err != nil {
+		return errors.Join(err, r.Shutdown(ctx))
+	}
+	return nil
+}
+
+// serve runs a server's accept loop and reports a fatal error to the host.
+func (r *gatewayReceiver) serve(host component.Host, name string, ln net.Listener, serve func(net.Listener) error, closed error) {
+	r.settings.Logger.Info("Starting "+name+" server", zap.String("endpoint", ln.Addr().String()))
+	r.servers.Add(1)
+	go func() {
+		defer r.servers.Done()
+		if err := serve(ln); err != nil && !errors.Is(err, closed) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(err))
+		}
+	}()
+}
+
+// Shutdown stops the servers, then flushes what was counted so far, so a
+// clean restart loses no requests.
+func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
+	var errs error
+	if r.serverHTTP != nil {
+		errs = errors.Join(errs, r.serverHTTP.Shutdown(ctx))
+	}
+	if r.serverGRPC != nil {
+		r.serverGRPC.GracefulStop()
+	}
+	r.servers.Wait()
+	if r.stopFlush != nil {
+		close(r.stopFlush)
+		<-r.flushDone
+		r.stopFlush = nil
+		r.flush(ctx)
+	}
+	return errs
+}
+
+// ingest counts the gateway root spans of one export. It is the one core that
+// both transports call.
+func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) {
+	c := r.counters.Get().(*gateway.SpanCounter)
+	r.agg.mu.Lock()
+	examined, counted := c.Count(td, r.agg.addLocked)
+	r.agg.mu.Unlock()
+	r.counters.Put(c)
+	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
+	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
+}
+
+var (
+	spansCounted = attribute.NewSet(attribute.String("outcome", "counted"))
+	spansIgnored = attribute.NewSet(attribute.String("outcome", "ignored"))
+	pointsSent   = attribute.NewSet(attribute.String("outcome", "sent"))
+	pointsRetry  = attribute.NewSet(attribute.String("outcome", "retried"))
+	pointsDrop   = attribute.NewSet(attribute.String("outcome", "dropped"))
+)
+
+func (r *gatewayReceiver) flushLoop() {
+	defer close(r.flushDone)
+	t := time.NewTicker(r.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopFlush:
+			return
+		case <-t.C:
+			r.flush(context.Background())
+		}
+	}
+}
+
+// flush emits the window that just ended. On a retryable downstream error the
+// counts go back into the aggregator and the window keeps its start, so the
+// next flush reports them with a correct delta interval; a permanent error
+// drops them (counted in otelcol_receiver_gateway_flushed_points).
+func (r *gatewayReceiver) flush(ctx context.Context) {
+	items := r.agg.take()
+	if len(items) == 0 {
+		// Nothing happened: the next point's window still starts at
+		// windowStart, which is correct for a delta covering the quiet time.
+		return
+	}
+	now := pcommon.NewTimestampFromTime(time.Now())
+	md := toMetrics(items, r.windowStart, now)
+	n := int64(len(items))
+	err := r.next.ConsumeMetrics(ctx, md)
+	switch {
+	case err == nil:
+		r.windowStart = now
+		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsSent))
+	case consumererror.IsPermanent(err):
+		r.windowStart = now
+		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsDrop))
+		r.settings.Logger.Error("Dropping request counts refused downstream", zap.Int64("points", n), zap.Error(err))
+	default:
+		r.agg.merge(items)
+		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsRetry))
+		r.settings.Logger.Warn("Downstream refused request counts; keeping them for the next flush", zap.Int64("points", n), zap.Error(err))
+	}
+}

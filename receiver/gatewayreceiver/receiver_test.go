@@ -1,0 +1,394 @@
+package gatewayreceiver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type harness struct {
+	r        *gatewayReceiver
+	tel      *componenttest.Telemetry
+	httpAddr string
+	grpcAddr string
+}
+
+// start runs a receiver on free loopback ports. The flush interval is long
+// unless the test changes it, so counts reach next at Shutdown, exactly once.
+func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
+	t.Helper()
+	h := &harness{tel: componenttest.NewTelemetry(), httpAddr: testutil.FreeAddr(t), grpcAddr: testutil.FreeAddr(t)}
+	cfg := createDefaultConfig()
+	cfg.Protocols.HTTP.Get().NetAddr.Endpoint = h.httpAddr
+	cfg.Protocols.GRPC.Get().NetAddr.Endpoint = h.grpcAddr
+	cfg.FlushInterval = time.Hour
+	if mutate != nil {
+		mutate(cfg)
+	}
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	r, err := newReceiver(cfg, set, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	t.Cleanup(func() {
+		_ = r.Shutdown(context.Background())
+		_ = h.tel.Shutdown(context.Background())
+	})
+	return h
+}
+
+// kongExport is one Kong ≥ 3.4 request: the `kong` root SERVER span and its
+// balancer child (gateway-formats.md §1a).
+func kongExport(method, route string, status int64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "kong")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("kong-internal")
+	root := ss.Spans().AppendEmpty()
+	root.SetName("kong")
+	root.SetKind(ptrace.SpanKindServer)
+	root.SetTraceID(pcommon.TraceID{1})
+	root.SetSpanID(pcommon.SpanID{1})
+	root.Attributes().PutStr("http.method", method)
+	root.Attributes().PutStr("http.route", route)
+	root.Attributes().PutInt("http.status_code", status)
+	child := ss.Spans().AppendEmpty()
+	child.SetName("kong.balancer")
+	child.SetKind(ptrace.SpanKindClient)
+	child.SetTraceID(pcommon.TraceID{1})
+	child.SetSpanID(pcommon.SpanID{2})
+	child.SetParentSpanID(pcommon.SpanID{1})
+	return td
+}
+
+func post(t *testing.T, addr, contentType string, body []byte) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+tracesURLPath, contentType, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func protoBody(t *testing.T, td ptrace.Traces) []byte {
+	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func jsonBody(t *testing.T, td ptrace.Traces) []byte {
+	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// countsOf sums the delta points of gateway.requests by (service, method,
+// route, status).
+func countsOf(t *testing.T, all []pmetric.Metrics) map[string]int64 {
+	t.Helper()
+	got := map[string]int64{}
+	for _, md := range all {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			rm := md.ResourceMetrics().At(i)
+			svc, _ := rm.Resource().Attributes().Get("service.name")
+			m := rm.ScopeMetrics().At(0).Metrics().At(0)
+			if m.Name() != metricRequests || m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta || !m.Sum().IsMonotonic() {
+				t.Fatalf("unexpected metric %s %v", m.Name(), m.Type())
+			}
+			for j := 0; j < m.Sum().DataPoints().Len(); j++ {
+				dp := m.Sum().DataPoints().At(j)
+				a := dp.Attributes()
+				method, _ := a.Get(attrMethod)
+				route, _ := a.Get(attrRoute)
+				status, _ := a.Get(attrStatusCode)
+				got[svc.AsString()+" "+method.AsString()+" "+route.AsString()+" "+status.AsString()] += dp.IntValue()
+			}
+		}
+	}
+	return got
+}
+
+func assertCounts(t *testing.T, got, want map[string]int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("got %d label sets %v, want %d %v", len(got), got, len(want), want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("count[%q] = %d, want %d", k, got[k], v)
+		}
+	}
+}
+
+func TestHTTPProtobufAndJSONAreCounted(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	for range 3 {
+		if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, kongExport("GET", "/anything", 200))); code != http.StatusOK {
+			t.Fatalf("protobuf export: %d %s", code, body)
+		}
+	}
+	code, body := post(t, h.httpAddr, "application/json; charset=utf-8", jsonBody(t, kongExport("POST", "/anything", 201)))
+	if code != http.StatusOK || body != `{"partialSuccess":{}}` {
+		t.Fatalf("JSON export: %d %q, want 200 with an empty ExportTraceServiceResponse", code, body)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{
+		"kong GET /anything 200":  3,
+		"kong POST /anything 201": 1,
+	})
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "accepted")); n != 4 {
+		t.Errorf("accepted requests = %d, want 4", n)
+	}
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_spans", attribute.String("outcome", "ignored")); n != 4 {
+		t.Errorf("ignored spans = %d, want 4 (one balancer span per export)", n)
+	}
+}
+
+func TestGRPCExportIsCounted(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	for range 2 {
+		if _, err := client.Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(kongExport("DELETE", "/items", 204))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong DELETE /items 204": 2})
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "grpc")); n != 2 {
+		t.Errorf("grpc requests = %d, want 2", n)
+	}
+}
+
+func TestHTTPBadInput(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.Protocols.HTTP.Get().MaxRequestBodySize = 1024 })
+	cases := []struct {
+		name        string
+		method      string
+		contentType string
+		body        []byte
+		wantCode    int
+		wantBody    string
+		outcome     string
+	}{
+		{"garbage protobuf", http.MethodPost, pbContentType, []byte{0xff, 0xff, 0xff}, http.StatusBadRequest, "malformed OTLP protobuf body", "malformed"},
+		{"truncated JSON", http.MethodPost, jsonContentType, []byte(`{"resourceSpans": [`), http.StatusBadRequest, "malformed OTLP JSON body", "malformed"},
+		{"wrong content type", http.MethodPost, "text/plain", []byte("hello"), http.StatusUnsupportedMediaType, `unsupported Content-Type \"text/plain\"`, "unsupported_media_type"},
+		{"no content type", http.MethodPost, "", []byte("{}"), http.StatusUnsupportedMediaType, `unsupported Content-Type \"\"`, "unsupported_media_type"},
+		{"oversized", http.MethodPost, jsonContentType, bytes.Repeat([]byte(" "), 4096), http.StatusRequestEntityTooLarge, "exceeds max_request_body_size (1024 bytes)", "too_large"},
+		{"GET", http.MethodGet, "", nil, http.StatusMethodNotAllowed, "GET not allowed", "method_not_allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, "http://"+h.httpAddr+tracesURLPath, bytes.NewReader(c.body))
+			if c.contentType != "" {
+				req.Header.Set("Content-Type", c.contentType)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.wantCode || !bytes.Contains(b, []byte(c.wantBody)) {
+				t.Errorf("got %d %q, want %d containing %q", resp.StatusCode, b, c.wantCode, c.wantBody)
+			}
+		})
+	}
+	// The receiver keeps serving, and the bad requests changed no count.
+	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, kongExport("GET", "/ok", 200))); code != http.StatusOK {
+		t.Fatalf("valid export after bad ones: %d %s", code, body)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+	for outcome, want := range map[string]int64{"malformed": 2, "unsupported_media_type": 2, "too_large": 1, "method_not_allowed": 1, "accepted": 1} {
+		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", outcome)); n != want {
+			t.Errorf("requests{outcome=%q} = %d, want %d", outcome, n, want)
+		}
+	}
+}
+
+func TestCorruptGzipIsRejected(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), nil)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+h.httpAddr+tracesURLPath, bytes.NewReader([]byte("not gzip")))
+	req.Header.Set("Content-Type", jsonContentType)
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("corrupt gzip: %d, want 400", resp.StatusCode)
+	}
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "malformed")); n != 1 {
+		t.Errorf("malformed = %d, want 1", n)
+	}
+}
+
+func TestPeriodicFlushEmitsDeltas(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.FlushInterval = 20 * time.Millisecond })
+	h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+	waitFor(t, func() bool { return len(sink.AllMetrics()) == 1 })
+	h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+	waitFor(t, func() bool { return len(sink.AllMetrics()) == 2 })
+
+	all := sink.AllMetrics()
+	first := all[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	second := all[1].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	if first.IntValue() != 1 || second.IntValue() != 1 {
+		t.Fatalf("delta values %d, %d; want 1, 1", first.IntValue(), second.IntValue())
+	}
+	// Consecutive delta windows must tile time: the second starts where the
+	// first ended.
+	if second.StartTimestamp() != first.Timestamp() || first.StartTimestamp() >= first.Timestamp() {
+		t.Fatalf("windows [%v, %v] and [%v, %v] do not tile", first.StartTimestamp(), first.Timestamp(), second.StartTimestamp(), second.Timestamp())
+	}
+}
+
+// flakyConsumer fails its first calls with err, then records like a sink.
+type flakyConsumer struct {
+	consumertest.MetricsSink
+	mu       sync.Mutex
+	failures int
+	err      error
+}
+
+func (f *flakyConsumer) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	f.mu.Lock()
+	if f.failures > 0 {
+		f.failures--
+		f.mu.Unlock()
+		return f.err
+	}
+	f.mu.Unlock()
+	return f.MetricsSink.ConsumeMetrics(ctx, md)
+}
+
+func TestRetryableFlushErrorKeepsCounts(t *testing.T) {
+	next := &flakyConsumer{failures: 1, err: errors.New("downstream busy")}
+	h := start(t, next, nil)
+	ctx := context.Background()
+	h.r.ingest(ctx, kongExport("GET", "/a", 200))
+	start := h.r.windowStart
+	h.r.flush(ctx) // refused: counts go back
+	h.r.ingest(ctx, kongExport("GET", "/a", 200))
+	h.r.flush(ctx)
+
+	all := next.AllMetrics()
+	assertCounts(t, countsOf(t, all), map[string]int64{"kong GET /a 200": 2})
+	dp := all[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	if dp.StartTimestamp() != start {
+		t.Errorf("retried window starts at %v, want the failed window's start %v", dp.StartTimestamp(), start)
+	}
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "retried")); n != 1 {
+		t.Errorf("retried points = %d, want 1", n)
+	}
+}
+
+func TestPermanentFlushErrorDrops(t *testing.T) {
+	next := &flakyConsumer{failures: 1, err: consumererror.NewPermanent(errors.New("bad data"))}
+	h := start(t, next, nil)
+	ctx := context.Background()
+	h.r.ingest(ctx, kongExport("GET", "/a", 200))
+	h.r.flush(ctx)
+	h.r.ingest(ctx, kongExport("GET", "/b", 200))
+	h.r.flush(ctx)
+	assertCounts(t, countsOf(t, next.AllMetrics()), map[string]int64{"kong GET /b 200": 1})
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "dropped")); n != 1 {
+		t.Errorf("dropped points = %d, want 1", n)
+	}
+}
+
+func TestConcurrentExportsAreExact(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.FlushInterval = 5 * time.Millisecond })
+	const workers, each = 4, 200
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+			}
+		})
+	}
+	wg.Wait()
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /a 200": workers * each})
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	// The collector may shut a component down that never started.
+	r, err := newReceiver(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown before Start: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
