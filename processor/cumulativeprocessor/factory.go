@@ -1,0 +1,33 @@
+package cumulativeprocessor // import "github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+
+	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
+)
+
+// NewFactory returns the factory of the cumulative processor (type
+// "cumulative").
+func NewFactory() processor.Factory {
+	return processor.NewFactory(
+		metadata.Type,
+		func() component.Config { return createDefaultConfig() },
+		processor.WithMetrics(createMetrics, metadata.MetricsStability),
+	)
+}
+
+func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
+	p, err := newProcessor(cfg.(*Config), set)
+	if err != nil {
+		return nil, err
+	}
+	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
+		processorhelper.WithStart(p.start),
+		processorhelper.WithShutdown(p.shutdown),
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+}
