@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 )
 
 func TestConfig(t *testing.T) {

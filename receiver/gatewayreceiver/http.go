@@ -195,4 +195,3 @@ func encodingName(enc string) string {
 	}
 	return "JSON"
 }
-

@@ -1,0 +1,219 @@
+package series
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelgateway/otelgateway/internal/exposition"
+)
+
+// set writes one series of f whose only label is route, hashed by the caller.
+func set(t *testing.T, f *Family, hash uint64, route string, v float64, now int64) bool {
+	t.Helper()
+	key := Key{Job: "kong", Attrs: pcommon.NewMap()}
+	key.Attrs.PutStr("route", route)
+	return f.Set(hash, &key, v, now, func(dst []byte) []byte {
+		return exposition.AppendSeriesPrefix(dst, f.Name(), []exposition.Label{{Name: "job", Value: "kong"}, {Name: "route", Value: route}})
+	})
+}
+
+func render(t *testing.T, tbl *Table) string {
+	t.Helper()
+	var b bytes.Buffer
+	var w Writer
+	n, err := w.WriteTo(tbl, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(b.Len()) {
+		t.Fatalf("WriteTo reported %d bytes, wrote %d", n, b.Len())
+	}
+	return b.String()
+}
+
+func TestRenderKeepsFamilyAndInsertionOrder(t *testing.T) {
+	tbl := New()
+	reqs, _ := tbl.Family("requests_total", "Requests.", exposition.TypeCounter)
+	temp, _ := tbl.Family("temperature", "", exposition.TypeGauge)
+	set(t, reqs, 2, "/b", 1, 1)
+	set(t, temp, 1, "/x", 21.5, 1)
+	set(t, reqs, 1, "/a", 2, 1)
+	if created := set(t, reqs, 2, "/b", 5, 2); created {
+		t.Fatal("updating /b created a new series")
+	}
+	want := `# HELP requests_total Requests.
+# TYPE requests_total counter
+requests_total{job="kong",route="/b"} 5
+requests_total{job="kong",route="/a"} 2
+# TYPE temperature gauge
+temperature{job="kong",route="/x"} 21.5
+`
+	if got := render(t, tbl); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if tbl.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", tbl.Len())
+	}
+}
+
+func TestTypeConflictIsRefused(t *testing.T) {
+	tbl := New()
+	if _, err := tbl.Family("x", "", exposition.TypeCounter); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Family("x", "", exposition.TypeGauge); !errors.Is(err, ErrTypeConflict) {
+		t.Fatalf("second type: err = %v, want ErrTypeConflict", err)
+	}
+}
+
+func TestCollidingHashesStayDistinct(t *testing.T) {
+	tbl := New()
+	f, _ := tbl.Family("m", "", exposition.TypeGauge)
+	set(t, f, 7, "/a", 1, 1)
+	if !set(t, f, 7, "/b", 2, 1) {
+		t.Fatal("a colliding key was taken for an existing series")
+	}
+	set(t, f, 7, "/a", 3, 2)
+	want := "# TYPE m gauge\nm{job=\"kong\",route=\"/a\"} 3\nm{job=\"kong\",route=\"/b\"} 2\n"
+	if got := render(t, tbl); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestManyPagesAndExpiry(t *testing.T) {
+	tbl := New()
+	f, _ := tbl.Family("m", "", exposition.TypeGauge)
+	const n = 3*PageSize + 10
+	for i := range n {
+		set(t, f, uint64(i), strconv.Itoa(i), float64(i), int64(i%2)) // odd ones newer
+	}
+	if len(f.pages) != 4 {
+		t.Fatalf("%d pages for %d series, want 4", len(f.pages), n)
+	}
+	if removed := tbl.Expire(1); removed != n/2 {
+		t.Fatalf("Expire removed %d, want %d", removed, n/2)
+	}
+	if tbl.Len() != n/2 {
+		t.Fatalf("Len after expiry = %d, want %d", tbl.Len(), n/2)
+	}
+	var want bytes.Buffer
+	want.WriteString("# TYPE m gauge\n")
+	for i := 1; i < n; i += 2 {
+		want.WriteString(`m{job="kong",route="` + strconv.Itoa(i) + `"} ` + strconv.Itoa(i) + "\n")
+	}
+	if got := render(t, tbl); got != want.String() {
+		t.Fatalf("after expiry the survivors are not in insertion order")
+	}
+	// An expired series set again is a new series, at the end.
+	if !set(t, f, 0, "0", 100, 5) {
+		t.Fatal("re-setting an expired series did not create it")
+	}
+	if tbl.Expire(5) != n/2 || tbl.Len() != 1 {
+		t.Fatalf("second expiry left %d series, want 1", tbl.Len())
+	}
+}
+
+func TestEmptyFamiliesAreNotWritten(t *testing.T) {
+	tbl := New()
+	f, _ := tbl.Family("gone", "", exposition.TypeGauge)
+	set(t, f, 1, "/a", 1, 1)
+	tbl.Expire(2)
+	if got := render(t, tbl); got != "" {
+		t.Fatalf("rendered %q for a table with no series", got)
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.after <= 0 {
+		return 0, errors.New("connection reset")
+	}
+	w.after--
+	return len(p), nil
+}
+
+func TestWriteErrorStopsTheScrape(t *testing.T) {
+	tbl := New()
+	f, _ := tbl.Family("m", "", exposition.TypeGauge)
+	for i := range 4 * PageSize {
+		set(t, f, uint64(i), strconv.Itoa(i)+"-a-long-route-to-fill-the-buffer-faster/and/more/and/more", 1, 1)
+	}
+	var w Writer
+	if _, err := w.WriteTo(tbl, &failingWriter{after: 1}); err == nil || err.Error() != "connection reset" {
+		t.Fatalf("WriteTo error = %v, want the writer's error", err)
+	}
+}
+
+// TestConcurrentScrapesAndWrites is for the race detector: scrapes, updates,
+// inserts and expiry all at once.
+func TestConcurrentScrapesAndWrites(t *testing.T) {
+	tbl := New()
+	f, _ := tbl.Family("m", "", exposition.TypeGauge)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 2000 {
+				set(t, f, uint64(i%700), strconv.Itoa(i%700), float64(i), int64(w*1000+i))
+			}
+		})
+	}
+	wg.Go(func() {
+		var wr Writer
+		for range 50 {
+			var b bytes.Buffer
+			if _, err := wr.WriteTo(tbl, &b); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range 20 {
+			tbl.Expire(int64(i * 50))
+		}
+	})
+	wg.Wait()
+	if got := int64(bytes.Count([]byte(render(t, tbl)), []byte("\n")) - 1); got != tbl.Len() {
+		t.Fatalf("rendered %d series, Len says %d", got, tbl.Len())
+	}
+}
+
+func BenchmarkWriteTo(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			tbl := New()
+			f, _ := tbl.Family("kong_upstream_target_health", "Health status of targets of upstream.", exposition.TypeGauge)
+			for i := range n {
+				key := Key{Attrs: pcommon.NewMap()}
+				key.Attrs.PutStr("target", strconv.Itoa(i))
+				f.Set(uint64(i), &key, 1, 1, func(dst []byte) []byte {
+					return exposition.AppendSeriesPrefix(dst, f.Name(), []exposition.Label{
+						{Name: "upstream", Value: "upstream-" + strconv.Itoa(i/2)},
+						{Name: "target", Value: "10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8080"},
+						{Name: "address", Value: "10.0." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8080"},
+						{Name: "state", Value: "healthy"},
+						{Name: "subsystem", Value: "http"},
+					})
+				})
+			}
+			var w Writer
+			var sink countingWriter
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := w.WriteTo(tbl, &sink); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(sink.n / int64(b.N))
+		})
+	}
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
