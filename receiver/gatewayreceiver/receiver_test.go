@@ -104,7 +104,7 @@ func post(t *testing.T, addr, contentType string, body []byte) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func protoBody(t *testing.T, td ptrace.Traces) []byte {
+func protoBody(t testing.TB, td ptrace.Traces) []byte {
 	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func protoBody(t *testing.T, td ptrace.Traces) []byte {
 	return b
 }
 
-func jsonBody(t *testing.T, td ptrace.Traces) []byte {
+func jsonBody(t testing.TB, td ptrace.Traces) []byte {
 	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalJSON()
 	if err != nil {
 		t.Fatal(err)

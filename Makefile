@@ -1,0 +1,53 @@
+# otelgateway: build, run and test the otelcol-gateway distribution.
+#
+#   make run    build the distribution (if needed) and start it on testdata/config.yaml
+#   make test   unit tests with -race, then the end-to-end test against a real Prometheus
+#   make bench  benchmarks (figures for issue notes)
+#   make lint   gofmt and go vet
+
+GO          ?= go
+OCB_VERSION := v0.165.0
+DIST        := dist/otelcol-gateway
+CONFIG      ?= testdata/config.yaml
+# Every Go source of the main module: the distribution is rebuilt when one changes.
+SOURCES     := $(shell find . -name '*.go' -not -path './dist/*' -not -path './e2e/*' -not -path './bench/*') go.mod go.sum builder-config.yaml
+
+.PHONY: all build run test unit e2e bench lint prometheus clean
+
+all: build
+
+build: $(DIST)
+
+$(DIST): $(SOURCES)
+	$(GO) run go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION) --config builder-config.yaml
+
+run: $(DIST)
+	./$(DIST) --config $(CONFIG)
+
+test: lint unit e2e
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# The end-to-end test starts the ocb-built collector and a real Prometheus.
+e2e: $(DIST) prometheus
+	cd e2e && OTELCOL_BIN=$(CURDIR)/$(DIST) $(GO) test -race -count=1 -timeout 15m -v ./...
+
+# Debian's prometheus package provides prometheus and promtool.
+prometheus:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+		echo "installing Debian's prometheus package"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint:
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd e2e && $(GO) vet ./...
+
+clean:
+	rm -rf dist

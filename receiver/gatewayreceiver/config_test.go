@@ -1,0 +1,64 @@
+package gatewayreceiver
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func TestConfig(t *testing.T) {
+	cases := []struct {
+		file      string
+		check     func(*testing.T, *Config)
+		wantError string
+	}{
+		{file: "default.yaml", check: func(t *testing.T, c *Config) {
+			if c.Protocols.GRPC.Get().NetAddr.Endpoint != defaultGRPCEndpoint || c.Protocols.HTTP.Get().NetAddr.Endpoint != defaultHTTPEndpoint {
+				t.Errorf("endpoints %q %q, want the defaults", c.Protocols.GRPC.Get().NetAddr.Endpoint, c.Protocols.HTTP.Get().NetAddr.Endpoint)
+			}
+			if c.FlushInterval != defaultFlushInterval {
+				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
+			}
+		}},
+		{file: "http_only.yaml", check: func(t *testing.T, c *Config) {
+			if c.Protocols.GRPC.HasValue() {
+				t.Error("grpc is enabled, want disabled")
+			}
+			if got := c.Protocols.HTTP.Get(); got.NetAddr.Endpoint != "0.0.0.0:8080" || got.MaxRequestBodySize != 1<<20 {
+				t.Errorf("http = %q max %d", got.NetAddr.Endpoint, got.MaxRequestBodySize)
+			}
+			if c.FlushInterval != 2*time.Second {
+				t.Errorf("flush_interval = %v, want 2s", c.FlushInterval)
+			}
+		}},
+		{file: "no_protocols.yaml", wantError: "protocols: at least one of grpc and http must be enabled"},
+		{file: "bad_flush_interval.yaml", wantError: "flush_interval must be positive, got -1s"},
+		{file: "empty_endpoint.yaml", wantError: "protocols.http.endpoint must not be empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := createDefaultConfig()
+			if err := cm.Unmarshal(cfg); err != nil {
+				t.Fatal(err)
+			}
+			err = confmap.Validate(cfg)
+			if c.wantError != "" {
+				if err == nil || err.Error() != c.wantError {
+					t.Fatalf("Validate() = %v, want %q", err, c.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, cfg)
+		})
+	}
+}
