@@ -321,3 +321,22 @@ func TestServesOverHTTP(t *testing.T) {
 }
 
 func keyOf(attrs pcommon.Map) series.Key { return series.Key{Attrs: attrs} }
+
+// TestStartShutdownTwice: the second start on the same port fails if the first
+// shutdown leaked the listener or the expiry goroutine (goleak).
+func TestStartShutdownTwice(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
+	for range 2 {
+		exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -392,3 +392,42 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestStartShutdownTwice runs the full lifecycle twice on the same ports: the
+// second start fails if the first shutdown leaked a listener.
+func TestStartShutdownTwice(t *testing.T) {
+	httpAddr, grpcAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	for range 2 {
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		cfg.Protocols.HTTP.Get().NetAddr.Endpoint = httpAddr
+		cfg.Protocols.GRPC.Get().NetAddr.Endpoint = grpcAddr
+		r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
+	h := start(t, consumertest.NewNop(), nil)
+	cfg := createDefaultConfig()
+	cfg.Protocols.HTTP.Get().NetAddr.Endpoint = testutil.FreeAddr(t)
+	cfg.Protocols.GRPC.Get().NetAddr.Endpoint = h.grpcAddr // taken
+	r, err := newReceiver(cfg, receivertest.NewNopSettings(metadata.Type), consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background(), componenttest.NewNopHost()); err == nil {
+		t.Fatal("Start on a busy port succeeded")
+	}
+	// The HTTP server that did start was shut down: its port is free again.
+	if _, err := http.Get("http://" + cfg.Protocols.HTTP.Get().NetAddr.Endpoint + tracesURLPath); err == nil {
+		t.Fatal("HTTP server still serving after a failed Start")
+	}
+}
