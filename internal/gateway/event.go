@@ -14,9 +14,13 @@ import (
 
 // Request is one proxied request, as counted by the receiver.
 type Request struct {
-	// Service is the gateway's resource service.name (one Kong cluster, one
-	// Envoy fleet): it keeps the series of different gateways apart.
-	Service string
+	// Namespace and Service are the gateway's resource service.namespace and
+	// service.name (one Kong cluster, one Envoy fleet): they keep the series of
+	// different gateways apart. The gateway node's service.instance.id is
+	// deliberately not kept: the series of one collector carry that
+	// collector's identity, so any node may report to any collector and sums
+	// across collectors stay exact.
+	Namespace, Service string
 	// Route is a route template (http.route), never a raw path: raw paths
 	// would make cardinality unbounded.
 	Route string

@@ -12,6 +12,7 @@ import (
 // (APISIX ≥ 3.16 sends both), so each field has a stable and an old name.
 const (
 	attrServiceName   = "service.name"
+	attrServiceNS     = "service.namespace"
 	attrRoute         = "http.route"
 	attrMethod        = "http.request.method"
 	attrMethodOld     = "http.method"
@@ -37,9 +38,13 @@ func (c *SpanCounter) Count(td ptrace.Traces, fn func(Request)) (examined, count
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		service := ""
-		if v, ok := rs.Resource().Attributes().Get(attrServiceName); ok {
-			service = v.AsString()
+		var gw Request
+		res := rs.Resource().Attributes()
+		if v, ok := res.Get(attrServiceName); ok {
+			gw.Service = v.AsString()
+		}
+		if v, ok := res.Get(attrServiceNS); ok {
+			gw.Namespace = v.AsString()
 		}
 		c.collectNestedParents(rs)
 		sss := rs.ScopeSpans()
@@ -51,7 +56,7 @@ func (c *SpanCounter) Count(td ptrace.Traces, fn func(Request)) (examined, count
 				if !c.isRoot(span) {
 					continue
 				}
-				fn(requestOf(service, span.Attributes()))
+				fn(requestOf(gw, span.Attributes()))
 				counted++
 			}
 		}
@@ -102,9 +107,9 @@ func (c *SpanCounter) isRoot(span ptrace.Span) bool {
 	return !nested
 }
 
-// requestOf maps the attributes of a SERVER span into a Request.
-func requestOf(service string, attrs pcommon.Map) Request {
-	r := Request{Service: service}
+// requestOf maps the attributes of a SERVER span into a Request; r carries
+// what the resource says about the gateway.
+func requestOf(r Request, attrs pcommon.Map) Request {
 	if v, ok := attrs.Get(attrRoute); ok && v.Type() == pcommon.ValueTypeStr {
 		r.Route = v.Str()
 	}

@@ -50,6 +50,7 @@ func kongTrace(td ptrace.Traces, parent pcommon.SpanID) {
 func envoyTrace(td ptrace.Traces, status string) {
 	rs := td.ResourceSpans().AppendEmpty()
 	rs.Resource().Attributes().PutStr("service.name", "front-envoy")
+	rs.Resource().Attributes().PutStr("service.namespace", "edge")
 	ss := rs.ScopeSpans().AppendEmpty()
 	root := ss.Spans().AppendEmpty()
 	root.SetName("ingress")
@@ -84,7 +85,7 @@ func TestCountKongAndEnvoy(t *testing.T) {
 	got := countAll(t, td)
 	want := []Request{
 		{Service: "kong", Route: "/anything", Method: "POST", StatusCode: 200},
-		{Service: "front-envoy", Method: "GET", StatusCode: 503},
+		{Namespace: "edge", Service: "front-envoy", Method: "GET", StatusCode: 503},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d requests %+v, want %+v", len(got), got, want)
@@ -126,7 +127,7 @@ func TestStableNamesWinOverOldOnes(t *testing.T) {
 	attrs.PutInt("http.response.status_code", 204)
 	attrs.PutInt("http.status_code", 502) // APISIX ≤ 3.16: the upstream's status
 	attrs.PutStr("http.route", "/items/{id}")
-	got := requestOf("gw", attrs)
+	got := requestOf(Request{Service: "gw"}, attrs)
 	want := Request{Service: "gw", Route: "/items/{id}", Method: "PUT", StatusCode: 204}
 	if got != want {
 		t.Fatalf("requestOf = %+v, want %+v", got, want)

@@ -26,8 +26,8 @@ const (
 // requestKey is the label tuple one request is counted under. Its strings are
 // owned by the aggregator (cloned on insert), never borrowed from pdata.
 type requestKey struct {
-	service, route, method string
-	status                 int64
+	namespace, service, route, method string
+	status                            int64
 }
 
 // counted is one label tuple and its count in the current window.
@@ -58,13 +58,14 @@ func newAggregator() *aggregator {
 
 // addLocked counts one request; the caller holds a.mu.
 func (a *aggregator) addLocked(r gateway.Request) {
-	k := requestKey{service: r.Service, route: r.Route, method: r.Method, status: r.StatusCode}
+	k := requestKey{namespace: r.Namespace, service: r.Service, route: r.Route, method: r.Method, status: r.StatusCode}
 	if n := a.counts[k]; n != nil {
 		*n++
 		return
 	}
 	// First sighting: copy the strings out of the request's buffer.
-	k.service, k.route, k.method = strings.Clone(k.service), strings.Clone(k.route), strings.Clone(k.method)
+	k.namespace, k.service = strings.Clone(k.namespace), strings.Clone(k.service)
+	k.route, k.method = strings.Clone(k.route), strings.Clone(k.method)
 	n := uint64(1)
 	a.counts[k] = &n
 }
@@ -100,16 +101,20 @@ func (a *aggregator) take() []counted {
 	return a.snapshot
 }
 
+// gatewayID is the resource a request count is reported under.
+type gatewayID struct{ namespace, service string }
+
 // toMetrics renders one window as delta monotonic sums, one ResourceMetrics
-// per gateway service.
+// per gateway (service.namespace, service.name).
 func toMetrics(items []counted, start, now pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
-	byService := make(map[string]pmetric.NumberDataPointSlice)
+	byGateway := make(map[gatewayID]pmetric.NumberDataPointSlice)
 	for _, it := range items {
-		dps, ok := byService[it.key.service]
+		id := gatewayID{it.key.namespace, it.key.service}
+		dps, ok := byGateway[id]
 		if !ok {
-			dps = newRequestsMetric(md, it.key.service)
-			byService[it.key.service] = dps
+			dps = newRequestsMetric(md, id)
+			byGateway[id] = dps
 		}
 		dp := dps.AppendEmpty()
 		dp.SetStartTimestamp(start)
@@ -129,10 +134,13 @@ func toMetrics(items []counted, start, now pcommon.Timestamp) pmetric.Metrics {
 	return md
 }
 
-func newRequestsMetric(md pmetric.Metrics, service string) pmetric.NumberDataPointSlice {
+func newRequestsMetric(md pmetric.Metrics, id gatewayID) pmetric.NumberDataPointSlice {
 	rm := md.ResourceMetrics().AppendEmpty()
-	if service != "" {
-		rm.Resource().Attributes().PutStr("service.name", service)
+	if id.service != "" {
+		rm.Resource().Attributes().PutStr("service.name", id.service)
+	}
+	if id.namespace != "" {
+		rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
 	}
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)

@@ -431,3 +431,34 @@ func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
 		t.Fatal("HTTP server still serving after a failed Start")
 	}
 }
+
+// TestResourceNamesTheGatewayNotTheNode: counts carry the gateway's
+// service.name and service.namespace, never the reporting node's
+// service.instance.id, so two nodes of one gateway sum into one series.
+func TestResourceNamesTheGatewayNotTheNode(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	for _, node := range []string{"node-a", "node-b"} {
+		td := kongExport("GET", "/a", 200)
+		res := td.ResourceSpans().At(0).Resource().Attributes()
+		res.PutStr("service.namespace", "edge")
+		res.PutStr("service.instance.id", node)
+		h.r.ingest(context.Background(), td)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	all := sink.AllMetrics()
+	if len(all) != 1 || all[0].ResourceMetrics().Len() != 1 {
+		t.Fatalf("got %d batches, want one batch with one resource", len(all))
+	}
+	rm := all[0].ResourceMetrics().At(0)
+	got := rm.Resource().Attributes().AsRaw()
+	want := map[string]any{"service.name": "kong", "service.namespace": "edge"}
+	if len(got) != len(want) || got["service.name"] != want["service.name"] || got["service.namespace"] != want["service.namespace"] {
+		t.Errorf("resource = %v, want %v", got, want)
+	}
+	if v := rm.ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).IntValue(); v != 2 {
+		t.Errorf("count = %d, want 2 (both nodes in one series)", v)
+	}
+}
