@@ -32,8 +32,8 @@ type gatewayReceiver struct {
 	next      consumer.Metrics
 	telemetry *metadata.TelemetryBuilder
 	agg       *aggregator
-	// counters hands each concurrent export its own SpanCounter scratch set.
-	counters sync.Pool
+	// scratch hands each concurrent export its own *exportScratch.
+	scratch sync.Pool
 
 	serverHTTP *http.Server
 	serverGRPC *grpc.Server
@@ -57,7 +57,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		next:      next,
 		telemetry: tb,
 		agg:       newAggregator(),
-		counters:  sync.Pool{New: func() any { return new(gateway.SpanCounter) }},
+		scratch:   sync.Pool{New: func() any { return new(exportScratch) }},
 	}, nil
 }
 
@@ -110,14 +110,28 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 	return errs
 }
 
+// exportScratch is the reusable working memory of one export.
+type exportScratch struct {
+	counter  gateway.SpanCounter
+	requests []gateway.Request
+}
+
+func (s *exportScratch) add(req gateway.Request) { s.requests = append(s.requests, req) }
+
 // ingest counts the gateway root spans of one export. It is the one core that
-// both transports call.
+// both transports call. Spans are mapped before the aggregator's lock is
+// taken, so concurrent exports only serialise on the map updates.
 func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) {
-	c := r.counters.Get().(*gateway.SpanCounter)
+	s := r.scratch.Get().(*exportScratch)
+	examined, counted := s.counter.Count(td, s.add)
 	r.agg.mu.Lock()
-	examined, counted := c.Count(td, r.agg.addLocked)
+	for _, req := range s.requests {
+		r.agg.addLocked(req)
+	}
 	r.agg.mu.Unlock()
-	r.counters.Put(c)
+	clear(s.requests) // drop references into td before pooling
+	s.requests = s.requests[:0]
+	r.scratch.Put(s)
 	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
 	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
 }
