@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"github.com/otelgateway/otelgateway/internal/testutil"
 )
 
 func TestConfig(t *testing.T) {
@@ -23,23 +22,9 @@ func TestConfig(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config", c.file))
-			if err != nil {
-				t.Fatal(err)
-			}
 			cfg := createDefaultConfig()
-			if err := cm.Unmarshal(cfg); err != nil {
-				t.Fatal(err)
-			}
-			err = confmap.Validate(cfg)
-			if c.wantErr != "" {
-				if err == nil || err.Error() != c.wantErr {
-					t.Fatalf("Validate() = %v, want %q", err, c.wantErr)
-				}
+			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.ServerConfig.NetAddr.Endpoint != c.endpoint || cfg.MetricExpiration != c.expiration {
 				t.Errorf("got endpoint %q expiration %v, want %q %v", cfg.ServerConfig.NetAddr.Endpoint, cfg.MetricExpiration, c.endpoint, c.expiration)

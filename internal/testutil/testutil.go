@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -83,4 +85,32 @@ func hasAll(set attribute.Set, attrs []attribute.KeyValue) bool {
 		}
 	}
 	return true
+}
+
+// LoadConfig unmarshals the YAML file into cfg (failing the test if it
+// cannot) and returns what validating it says, so config tests read as a
+// table of files and expected messages.
+func LoadConfig(tb testing.TB, file string, cfg any) error {
+	tb.Helper()
+	cm, err := confmaptest.LoadConf(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cm.Unmarshal(cfg); err != nil {
+		tb.Fatalf("unmarshal %s: %v", file, err)
+	}
+	return confmap.Validate(cfg)
+}
+
+// CheckError fails the test unless err's text is exactly want ("" for nil),
+// and reports whether err was nil, so callers can go on checking values.
+func CheckError(tb testing.TB, err error, want string) bool {
+	tb.Helper()
+	switch {
+	case want == "" && err != nil:
+		tb.Fatalf("unexpected error: %v", err)
+	case want != "" && (err == nil || err.Error() != want):
+		tb.Fatalf("error = %v, want %q", err, want)
+	}
+	return err == nil
 }
