@@ -291,6 +291,8 @@ exporters:
   promstream:
     endpoint: 127.0.0.1:%[3]d
     metric_expiration: 5m
+    # Gateway series keep exactly their gateway labels (no otel_scope_*).
+    without_scope_info: true
 service:
   telemetry:
     logs:

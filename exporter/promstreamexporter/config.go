@@ -5,13 +5,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/config/confighttp"
 )
 
 const (
 	defaultEndpoint         = "localhost:9464"
 	defaultMetricExpiration = 5 * time.Minute
+	defaultMaxSeries        = 2_000_000
+	defaultMaxScrapes       = 4
 	metricsPath             = "/metrics"
+)
+
+// Translation strategies, as the contrib prometheus exporter names them.
+const (
+	underscoreEscapingWithSuffixes    = "UnderscoreEscapingWithSuffixes"
+	underscoreEscapingWithoutSuffixes = "UnderscoreEscapingWithoutSuffixes"
+	noUTF8EscapingWithSuffixes        = "NoUTF8EscapingWithSuffixes"
+	noTranslation                     = "NoTranslation"
 )
 
 // Config is the promstream exporter's configuration.
@@ -23,15 +34,45 @@ type Config struct {
 	// it disappears from /metrics. Enforced in the background, never on
 	// scrape.
 	MetricExpiration time.Duration `mapstructure:"metric_expiration"`
+	// MaxSeries bounds the series held; points that would create more are
+	// dropped and counted (0: no limit).
+	MaxSeries int64 `mapstructure:"max_series"`
+	// MaxConcurrentScrapes bounds scrapes served at once; beyond it a scrape
+	// gets 503 with Retry-After.
+	MaxConcurrentScrapes int `mapstructure:"max_concurrent_scrapes"`
+
+	// Namespace prefixes every metric name (namespace_name).
+	Namespace string `mapstructure:"namespace"`
+	// ConstLabels are added to every series.
+	ConstLabels map[string]string `mapstructure:"const_labels"`
+	// TranslationStrategy is how OTel names become Prometheus names; see the
+	// README. Default UnderscoreEscapingWithSuffixes.
+	TranslationStrategy string `mapstructure:"translation_strategy"`
+	// WithoutScopeInfo drops the otel_scope_* labels.
+	WithoutScopeInfo bool `mapstructure:"without_scope_info"`
+	// ResourceToTelemetryConversion copies every resource attribute onto
+	// every series as a label.
+	ResourceToTelemetryConversion ResourceToTelemetryConfig `mapstructure:"resource_to_telemetry_conversion"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
+// ResourceToTelemetryConfig mirrors the contrib exporter's option.
+type ResourceToTelemetryConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+}
+
 func createDefaultConfig() *Config {
 	srv := confighttp.NewDefaultServerConfig()
 	srv.NetAddr.Endpoint = defaultEndpoint
-	return &Config{ServerConfig: srv, MetricExpiration: defaultMetricExpiration}
+	return &Config{
+		ServerConfig:         srv,
+		MetricExpiration:     defaultMetricExpiration,
+		MaxSeries:            defaultMaxSeries,
+		MaxConcurrentScrapes: defaultMaxScrapes,
+		TranslationStrategy:  underscoreEscapingWithSuffixes,
+	}
 }
 
 // Validate checks the exporter configuration.
@@ -43,5 +84,35 @@ func (c *Config) Validate() error {
 	if c.MetricExpiration <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("metric_expiration must be positive, got %v", c.MetricExpiration))
 	}
+	if c.MaxSeries < 0 {
+		errs = errors.Join(errs, fmt.Errorf("max_series must not be negative, got %d", c.MaxSeries))
+	}
+	if c.MaxConcurrentScrapes <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("max_concurrent_scrapes must be positive, got %d", c.MaxConcurrentScrapes))
+	}
+	switch c.TranslationStrategy {
+	case underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation:
+	default:
+		errs = errors.Join(errs, fmt.Errorf("translation_strategy %q is not one of %s, %s, %s, %s", c.TranslationStrategy,
+			underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation))
+	}
+	if c.Namespace != "" && !model.IsValidLegacyMetricName(c.Namespace) {
+		errs = errors.Join(errs, fmt.Errorf("namespace %q is not a valid Prometheus metric name prefix", c.Namespace))
+	}
+	for name := range c.ConstLabels {
+		if !model.LabelName(name).IsValidLegacy() || len(name) >= 2 && name[:2] == "__" {
+			errs = errors.Join(errs, fmt.Errorf("const_labels: %q is not a valid Prometheus label name", name))
+		}
+	}
 	return errs
+}
+
+// withSuffixes and utf8Allowed read the translation strategy as the contrib
+// exporter does.
+func (c *Config) withSuffixes() bool {
+	return c.TranslationStrategy == underscoreEscapingWithSuffixes || c.TranslationStrategy == noUTF8EscapingWithSuffixes
+}
+
+func (c *Config) utf8Allowed() bool {
+	return c.TranslationStrategy == noUTF8EscapingWithSuffixes || c.TranslationStrategy == noTranslation
 }

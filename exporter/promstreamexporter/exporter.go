@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -22,16 +19,16 @@ import (
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 	"github.com/otelgateway/otelgateway/internal/exposition"
-	"github.com/otelgateway/otelgateway/internal/identity"
 )
 
 // Reasons a point is not exposed: the bounded `reason` attribute of
 // otelcol_exporter_promstream_dropped_points.
 const (
 	reasonDelta       = "delta_temporality" // put the cumulative processor in front
-	reasonUnsupported = "unsupported_type"  // histogram, summary, exponential histogram: not in this release
+	reasonUnsupported = "unsupported_type"  // an empty metric, or a type Prometheus has no form for
 	reasonConflict    = "type_conflict"     // the name is already exposed with another type
 	reasonInvalidName = "invalid_name"      // the name translates to nothing valid
+	reasonLimit       = "max_series"        // the table is full
 )
 
 // promStreamExporter keeps the latest value of every series in a series table
@@ -42,47 +39,34 @@ type promStreamExporter struct {
 	settings  exporter.Settings
 	telemetry *metadata.TelemetryBuilder
 	table     *series.Table
+	namer     *namer
 
-	// mu serialises ConsumeMetrics: it guards the name cache and the label
-	// scratch. Scrapes never take it.
-	mu         sync.Mutex
-	families   map[familyKey]familyRef
-	metricName otlptranslator.MetricNamer
-	labelName  otlptranslator.LabelNamer
-	labels     []exposition.Label
+	// mu serialises ConsumeMetrics: it guards the namer's caches and scratch.
+	// Scrapes never take it.
+	mu sync.Mutex
 
 	server  *http.Server
 	serving sync.WaitGroup
 	writers sync.Pool // *series.Writer, one per concurrent scrape
+	slots   chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
-}
-
-// familyKey is what an OTel metric's Prometheus family depends on.
-type familyKey struct {
-	name, unit string
-	typ        otlptranslator.MetricType
-}
-
-// familyRef caches the outcome of translating a familyKey: the family, or the
-// reason its points are dropped.
-type familyRef struct {
-	family *series.Family
-	reason string
+	// warned limits the "table full" warning to one per expiry period.
+	warned bool
+	// points is the reusable point writer (guarded by mu).
+	points pointWriter
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error) {
 	e := &promStreamExporter{
-		cfg:        cfg,
-		settings:   set,
-		table:      series.New(),
-		families:   make(map[familyKey]familyRef),
-		metricName: otlptranslator.MetricNamer{WithMetricSuffixes: true},
-		// Like the contrib exporter with its default feature gates.
-		labelName: otlptranslator.LabelNamer{PreserveMultipleUnderscores: true},
-		writers:   sync.Pool{New: func() any { return new(series.Writer) }},
+		cfg:      cfg,
+		settings: set,
+		table:    series.New(cfg.MaxSeries),
+		namer:    newNamer(cfg),
+		writers:  sync.Pool{New: func() any { return new(series.Writer) }},
+		slots:    make(chan struct{}, cfg.MaxConcurrentScrapes),
 	}
-	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings, e.table.Len)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings, e.table.Len, e.table.Families)
 	if err != nil {
 		return nil, err
 	}
@@ -149,9 +133,14 @@ func (e *promStreamExporter) expireLoop() {
 }
 
 func (e *promStreamExporter) expire(now time.Time) {
-	if n := e.table.Expire(now.Add(-e.cfg.MetricExpiration).UnixNano()); n > 0 {
+	cutoff := now.Add(-e.cfg.MetricExpiration).UnixNano()
+	if n := e.table.Expire(cutoff); n > 0 {
 		e.telemetry.ExporterPromstreamExpiredSeries.Add(context.Background(), int64(n))
 	}
+	e.mu.Lock()
+	e.namer.forgetContexts(cutoff)
+	e.warned = false
+	e.mu.Unlock()
 }
 
 // consumeMetrics stores the latest value of every point.
@@ -162,112 +151,87 @@ func (e *promStreamExporter) consumeMetrics(ctx context.Context, md pmetric.Metr
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
-		job, instance := jobInstance(rm.Resource().Attributes())
-		resHash := identity.Combine(identity.OfString(job), identity.OfString(instance))
+		res := e.namer.resource(rm.Resource().Attributes(), now)
+		e.targetInfo(ctx, res, now)
 		sms := rm.ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
+			sm := sms.At(j)
+			c := e.namer.context(res, sm.Scope(), sm.SchemaUrl(), now)
+			ms := sm.Metrics()
 			for k := 0; k < ms.Len(); k++ {
-				e.consumeMetric(ctx, ms.At(k), job, instance, resHash, now)
+				e.consumeMetric(ctx, ms.At(k), c, now)
 			}
 		}
 	}
 	return nil
 }
 
-func (e *promStreamExporter) consumeMetric(ctx context.Context, m pmetric.Metric, job, instance string, resHash uint64, now int64) {
-	var dps pmetric.NumberDataPointSlice
-	var typ otlptranslator.MetricType
+func (e *promStreamExporter) consumeMetric(ctx context.Context, m pmetric.Metric, c *labelContext, now int64) {
+	kind, n := classify(m)
+	if kind.reason != "" {
+		e.drop(ctx, kind.reason, m.Name(), n)
+		return
+	}
+	f, reason := e.familyOf(m, kind)
+	if f == nil {
+		e.drop(ctx, reason, m.Name(), n)
+		return
+	}
+	p := &e.points
+	*p = pointWriter{e: e, ctx: ctx, f: f, c: c, now: now, labels: p.labels}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		dps, typ = m.Gauge().DataPoints(), otlptranslator.MetricTypeGauge
+		p.numbers(m.Gauge().DataPoints())
 	case pmetric.MetricTypeSum:
-		dps = m.Sum().DataPoints()
-		if m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
-			e.drop(ctx, reasonDelta, m.Name(), dps.Len())
-			return
-		}
-		typ = otlptranslator.MetricTypeNonMonotonicCounter
-		if m.Sum().IsMonotonic() {
-			typ = otlptranslator.MetricTypeMonotonicCounter
-		}
-	default:
-		e.drop(ctx, reasonUnsupported, m.Name(), dataPointCount(m))
-		return
-	}
-	ref := e.familyOf(m, typ)
-	if ref.family == nil {
-		e.drop(ctx, ref.reason, m.Name(), dps.Len())
-		return
-	}
-	f := ref.family
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		key := series.Key{Job: job, Instance: instance, Attrs: dp.Attributes()}
-		hash := identity.Combine(resHash, identity.OfMap(dp.Attributes()))
-		f.Set(hash, &key, numberValue(dp), now, func(dst []byte) []byte {
-			return e.renderPrefix(dst, f.Name(), &key)
-		})
+		p.numbers(m.Sum().DataPoints())
+	case pmetric.MetricTypeHistogram:
+		p.histograms(m.Histogram().DataPoints())
+	case pmetric.MetricTypeExponentialHistogram:
+		p.exponential(m.ExponentialHistogram().DataPoints())
+	case pmetric.MetricTypeSummary:
+		p.summaries(m.Summary().DataPoints())
 	}
 }
 
 // familyOf translates an OTel metric into its Prometheus family, once per
-// (name, unit, type): later points hit the cache without translating.
-func (e *promStreamExporter) familyOf(m pmetric.Metric, typ otlptranslator.MetricType) familyRef {
-	k := familyKey{name: m.Name(), unit: m.Unit(), typ: typ}
-	if ref, ok := e.families[k]; ok {
-		return ref
+// (name, unit, type): later points hit the namer's cache.
+func (e *promStreamExporter) familyOf(m pmetric.Metric, kind metricKind) (*series.Family, string) {
+	ref, fresh := e.namer.family(m, kind.otel)
+	if !fresh {
+		return ref.family, ref.reason
 	}
-	k.name, k.unit = strings.Clone(k.name), strings.Clone(k.unit)
-	ref := familyRef{}
-	name, err := e.metricName.Build(otlptranslator.Metric{Name: k.name, Unit: k.unit, Type: typ})
+	if ref.reason != "" {
+		e.settings.Logger.Warn("Metric name cannot be translated; its points are dropped", zap.String("metric", m.Name()))
+		return nil, ref.reason
+	}
+	f, err := e.table.Family(ref.name, m.Description(), kind.prom)
 	if err != nil {
-		ref.reason = reasonInvalidName
-		e.settings.Logger.Warn("Metric name cannot be translated; its points are dropped", zap.String("metric", k.name), zap.Error(err))
-	} else if ref.family, err = e.table.Family(name, m.Description(), promType(typ)); err != nil {
-		ref.reason = reasonConflict
-		e.settings.Logger.Warn("Metric translates to a family already exposed with another type; its points are dropped",
-			zap.String("metric", k.name), zap.String("family", name))
+		e.settings.Logger.Warn("Metric translates to a name another family already writes with another type; its points are dropped",
+			zap.String("metric", m.Name()), zap.String("family", ref.name), zap.String("type", kind.prom.String()))
+		e.namer.setFamily(m, kind.otel, familyRef{reason: reasonConflict})
+		return nil, reasonConflict
 	}
-	e.families[k] = ref
-	return ref
+	e.namer.setFamily(m, kind.otel, familyRef{name: ref.name, family: f})
+	return f, ""
 }
 
-// renderPrefix renders `name{labels}` for a new series: job and instance from
-// the resource, then the point's attributes with names translated; labels
-// sorted by name, and values of attributes that translate to one name joined
-// with ";" (as the contrib exporter does). Runs once per series.
-func (e *promStreamExporter) renderPrefix(dst []byte, name string, key *series.Key) []byte {
-	labels := append(e.labels[:0], exposition.Label{Name: "job", Value: key.Job}, exposition.Label{Name: "instance", Value: key.Instance})
-	for k, v := range key.Attrs.All() {
-		ln, err := e.labelName.Build(k)
-		if err != nil {
-			continue // an empty or all-underscore key has no valid label name
-		}
-		labels = append(labels, exposition.Label{Name: ln, Value: v.AsString()})
+// targetInfo keeps target_info{job,instance,...} 1 for a resource that has
+// both a job and an instance, as the Prometheus compatibility spec asks.
+func (e *promStreamExporter) targetInfo(ctx context.Context, res *resourceLabels, now int64) {
+	if res.targetInfo == nil {
+		return
 	}
-	slices.SortStableFunc(labels, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
-	labels = mergeDuplicates(labels)
-	e.labels = labels
-	return exposition.AppendSeriesPrefix(dst, name, labels)
-}
-
-// mergeDuplicates joins the values of adjacent labels with the same name.
-func mergeDuplicates(labels []exposition.Label) []exposition.Label {
-	out := labels[:0]
-	for _, l := range labels {
-		if n := len(out); n > 0 && out[n-1].Name == l.Name {
-			if l.Value != "" {
-				if out[n-1].Value != "" {
-					out[n-1].Value += ";"
-				}
-				out[n-1].Value += l.Value
-			}
-			continue
-		}
-		out = append(out, l)
+	f, err := e.table.Family(e.namer.targetInfoName, "Target metadata", exposition.TypeGauge)
+	if err != nil {
+		return // a user metric took the name: it wins, as in the contrib exporter
 	}
-	return out
+	key := series.Key{Context: res.targetInfo, Attrs: emptyAttrs}
+	s, err := f.Series(res.targetInfoHash, &key, now, contextLabels{res.targetInfo})
+	if err != nil {
+		e.limited(ctx, "target_info", 1)
+		return
+	}
+	s.SetValue(1, now)
 }
 
 func (e *promStreamExporter) drop(ctx context.Context, reason, name string, n int) {
@@ -278,52 +242,71 @@ func (e *promStreamExporter) drop(ctx context.Context, reason, name string, n in
 	e.settings.Logger.Debug("Points not exposed", zap.String("metric", name), zap.String("reason", reason), zap.Int("points", n))
 }
 
+// limited counts points refused because the table is full, and warns once
+// per expiry period.
+func (e *promStreamExporter) limited(ctx context.Context, name string, n int) {
+	e.drop(ctx, reasonLimit, name, n)
+	if !e.warned {
+		e.warned = true
+		e.settings.Logger.Warn("max_series reached: new series are dropped until others expire",
+			zap.Int64("max_series", e.cfg.MaxSeries), zap.String("metric", name))
+	}
+}
+
 var dropReasons = map[string]attribute.Set{
 	reasonDelta:       attribute.NewSet(attribute.String("reason", reasonDelta)),
 	reasonUnsupported: attribute.NewSet(attribute.String("reason", reasonUnsupported)),
 	reasonConflict:    attribute.NewSet(attribute.String("reason", reasonConflict)),
 	reasonInvalidName: attribute.NewSet(attribute.String("reason", reasonInvalidName)),
+	reasonLimit:       attribute.NewSet(attribute.String("reason", reasonLimit)),
 }
 
-// jobInstance derives the job and instance labels as the Prometheus
-// compatibility spec does: job = service.namespace/service.name (or just
-// service.name), instance = service.instance.id.
-func jobInstance(res pcommon.Map) (job, instance string) {
-	if v, ok := res.Get("service.name"); ok {
-		job = v.AsString()
-		if ns, ok := res.Get("service.namespace"); ok && ns.AsString() != "" {
-			job = ns.AsString() + "/" + job
-		}
-	}
-	if v, ok := res.Get("service.instance.id"); ok {
-		instance = v.AsString()
-	}
-	return job, instance
+// metricKind is how one OTel metric maps to Prometheus, or why it does not.
+type metricKind struct {
+	otel   otlptranslator.MetricType
+	prom   exposition.Type
+	reason string
 }
 
-func promType(t otlptranslator.MetricType) exposition.Type {
-	if t == otlptranslator.MetricTypeMonotonicCounter {
-		return exposition.TypeCounter
-	}
-	return exposition.TypeGauge
-}
-
-func numberValue(dp pmetric.NumberDataPoint) float64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-		return float64(dp.IntValue())
-	}
-	return dp.DoubleValue()
-}
-
-func dataPointCount(m pmetric.Metric) int {
+// classify maps an OTel metric to its Prometheus type and returns its point
+// count. Delta temporality cannot be exposed: a scrape would read the last
+// delta as a total.
+func classify(m pmetric.Metric) (metricKind, int) {
 	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return metricKind{otel: otlptranslator.MetricTypeGauge, prom: exposition.TypeGauge}, m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		s := m.Sum()
+		n := s.DataPoints().Len()
+		switch {
+		case s.AggregationTemporality() != pmetric.AggregationTemporalityCumulative:
+			return metricKind{reason: reasonDelta}, n
+		case s.IsMonotonic():
+			return metricKind{otel: otlptranslator.MetricTypeMonotonicCounter, prom: exposition.TypeCounter}, n
+		default:
+			return metricKind{otel: otlptranslator.MetricTypeNonMonotonicCounter, prom: exposition.TypeGauge}, n
+		}
 	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
+		h := m.Histogram()
+		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+			return metricKind{reason: reasonDelta}, h.DataPoints().Len()
+		}
+		return metricKind{otel: otlptranslator.MetricTypeHistogram, prom: exposition.TypeHistogram}, h.DataPoints().Len()
 	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
+		h := m.ExponentialHistogram()
+		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+			return metricKind{reason: reasonDelta}, h.DataPoints().Len()
+		}
+		return metricKind{otel: otlptranslator.MetricTypeExponentialHistogram, prom: exposition.TypeHistogram}, h.DataPoints().Len()
 	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
+		return metricKind{otel: otlptranslator.MetricTypeSummary, prom: exposition.TypeSummary}, m.Summary().DataPoints().Len()
 	default:
-		return 0
+		return metricKind{reason: reasonUnsupported}, 0
 	}
 }
+
+// contextLabels is the LabelSource of a series whose labels are exactly its
+// context's (target_info).
+type contextLabels struct{ c *series.Context }
+
+func (l contextLabels) Labels() []exposition.Label { return l.c.Labels }

@@ -58,7 +58,7 @@ func scrape(t *testing.T, e *promStreamExporter) string {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
 	}
-	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8; escaping=underscores" {
 		t.Fatalf("Content-Type = %q", ct)
 	}
 	return rec.Body.String()
@@ -189,8 +189,10 @@ func TestPointsThatCannotBeExposedAreCounted(t *testing.T) {
 	ds.DataPoints().AppendEmpty().SetIntValue(2)
 	hist := ms.AppendEmpty()
 	hist.SetName("latency")
-	hist.SetEmptyHistogram().DataPoints().AppendEmpty().SetCount(3)
-	// "x" as a gauge, then "x" as a non-monotonic sum: one family, one type.
+	hist.SetEmptyHistogram().DataPoints().AppendEmpty().SetCount(3) // delta by default
+	// "x" as a gauge; then "x.total", a counter written x_total, whose
+	// OpenMetrics family name would be "x" too: refused (type_conflict); then
+	// "x_total" as a gauge, which nothing else claims.
 	g := ms.AppendEmpty()
 	g.SetName("x")
 	g.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
@@ -206,11 +208,11 @@ func TestPointsThatCannotBeExposedAreCounted(t *testing.T) {
 	if err := e.consumeMetrics(context.Background(), md); err != nil {
 		t.Fatal(err)
 	}
-	want := "# TYPE x gauge\nx 1\n# TYPE x_total counter\nx_total 5\n"
+	want := "# TYPE x gauge\nx 1\n# TYPE x_total gauge\nx_total 9\n"
 	if got := scrape(t, e); got != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
-	for reason, n := range map[string]int64{"delta_temporality": 2, "unsupported_type": 1, "type_conflict": 1} {
+	for reason, n := range map[string]int64{"delta_temporality": 3, "type_conflict": 1} {
 		if got := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_dropped_points", attribute.String("reason", reason)); got != n {
 			t.Errorf("dropped{reason=%q} = %d, want %d", reason, got, n)
 		}
@@ -219,22 +221,17 @@ func TestPointsThatCannotBeExposedAreCounted(t *testing.T) {
 
 func TestHashCollisionKeepsSeriesApart(t *testing.T) {
 	e, _ := newTestExporter(t)
-	md := pmetric.NewMetrics()
-	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	g.SetName("g")
-	dps := g.SetEmptyGauge().DataPoints()
-	a := dps.AppendEmpty()
-	a.Attributes().PutStr("k", "a")
-	a.SetIntValue(1)
-	b := dps.AppendEmpty()
-	b.Attributes().PutStr("k", "b")
-	b.SetIntValue(2)
-	// Both points under one hash: the table must compare the real keys.
 	f, _ := e.table.Family("g", "", exposition.TypeGauge)
-	for i, v := range []float64{1, 2} {
-		dp := dps.At(i)
-		key := keyOf(dp.Attributes())
-		f.Set(99, &key, v, 1, func(dst []byte) []byte { return e.renderPrefix(dst, "g", &key) })
+	ctx := &series.Context{}
+	// Both keys under one hash: the table must compare the real keys.
+	for i, v := range []string{"a", "b"} {
+		key := series.Key{Context: ctx, Attrs: pcommon.NewMap()}
+		key.Attrs.PutStr("k", v)
+		s, err := f.Series(99, &key, 1, fixedLabels{{Name: "k", Value: v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetValue(float64(i+1), 1)
 	}
 	want := "# TYPE g gauge\ng{k=\"a\"} 1\ng{k=\"b\"} 2\n"
 	if got := scrape(t, e); got != want {
@@ -242,21 +239,26 @@ func TestHashCollisionKeepsSeriesApart(t *testing.T) {
 	}
 }
 
+type fixedLabels []exposition.Label
+
+func (l fixedLabels) Labels() []exposition.Label { return l }
+
 func TestExpiryRemovesIdleSeries(t *testing.T) {
 	e, tel := newTestExporter(t)
 	if err := e.consumeMetrics(context.Background(), gatewayMetrics()); err != nil {
 		t.Fatal(err)
 	}
 	e.expire(time.Now()) // nothing is idle yet
-	if got := testutil.Int64Gauge(t, tel, "otelcol_exporter_promstream_series"); got != 6 {
-		t.Fatalf("series = %d, want 6", got)
+	// 6 series and the target_info of the resource with job and instance.
+	if got := testutil.Int64Gauge(t, tel, "otelcol_exporter_promstream_series"); got != 7 {
+		t.Fatalf("series = %d, want 7", got)
 	}
 	e.expire(time.Now().Add(e.cfg.MetricExpiration + time.Second))
 	if got := scrape(t, e); got != "" {
 		t.Fatalf("after expiry the exposition is %q, want empty", got)
 	}
-	if got := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_expired_series"); got != 6 {
-		t.Errorf("expired series = %d, want 6", got)
+	if got := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_expired_series"); got != 7 {
+		t.Errorf("expired series = %d, want 7", got)
 	}
 }
 
@@ -305,7 +307,7 @@ func TestServesOverHTTP(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(body, []byte("# HELP gateway_requests_total")) {
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("\n# HELP gateway_requests_total")) {
 		t.Fatalf("GET /metrics: %d %q", resp.StatusCode, body)
 	}
 	assertParses(t, body)
@@ -320,7 +322,6 @@ func TestServesOverHTTP(t *testing.T) {
 	}
 }
 
-func keyOf(attrs pcommon.Map) series.Key { return series.Key{Attrs: attrs} }
 
 // TestStartShutdownTwice: the second start on the same port fails if the first
 // shutdown leaked the listener or the expiry goroutine (goleak).

@@ -12,6 +12,9 @@ package exposition // import "github.com/otelgateway/otelgateway/internal/exposi
 import (
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/prometheus/common/model"
 )
 
 // ContentTypeText004 is the Content-Type of the Prometheus text format 0.0.4.
@@ -24,22 +27,29 @@ const (
 	TypeUntyped Type = iota
 	TypeCounter
 	TypeGauge
+	TypeHistogram
+	TypeSummary
 )
 
-// String returns the keyword used on # TYPE lines.
+// String returns the keyword used on 0.0.4 # TYPE lines.
 func (t Type) String() string {
 	switch t {
 	case TypeCounter:
 		return "counter"
 	case TypeGauge:
 		return "gauge"
+	case TypeHistogram:
+		return "histogram"
+	case TypeSummary:
+		return "summary"
 	default:
 		return "untyped"
 	}
 }
 
 // AppendHeader appends the # HELP (when help is not empty) and # TYPE lines of
-// a family. In 0.0.4 HELP escapes only backslash and newline.
+// a family in the text format. In 0.0.4 HELP escapes only backslash and
+// newline. name must already be escaped (or quoted) for the scrape.
 func AppendHeader(dst []byte, name, help string, t Type) []byte {
 	if help != "" {
 		dst = append(dst, "# HELP "...)
@@ -53,6 +63,101 @@ func AppendHeader(dst []byte, name, help string, t Type) []byte {
 	dst = append(dst, ' ')
 	dst = append(dst, t.String()...)
 	return append(dst, '\n')
+}
+
+// AppendOpenMetricsHeader appends the # TYPE and # HELP lines of a family in
+// OpenMetrics: untyped is "unknown", and a counter's family name drops the
+// "_total" its samples carry. A counter whose name lacks "_total" cannot be
+// an OpenMetrics counter and is written as unknown, as expfmt does. HELP
+// escapes the double quote too.
+func AppendOpenMetricsHeader(dst []byte, name, help string, t Type) []byte {
+	keyword := t.String()
+	switch {
+	case t == TypeUntyped:
+		keyword = "unknown"
+	case t == TypeCounter && strings.HasSuffix(name, "_total"):
+		name = name[:len(name)-len("_total")]
+	case t == TypeCounter:
+		keyword = "unknown"
+	}
+	dst = append(dst, "# TYPE "...)
+	dst = append(dst, name...)
+	dst = append(dst, ' ')
+	dst = append(dst, keyword...)
+	dst = append(dst, '\n')
+	if help != "" {
+		dst = append(dst, "# HELP "...)
+		dst = append(dst, name...)
+		dst = append(dst, ' ')
+		dst = appendEscaped(dst, help, true)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// OpenMetricsEOF ends every OpenMetrics exposition.
+const OpenMetricsEOF = "# EOF\n"
+
+// AppendCanonical appends v as OpenMetrics canonical numbers are written for
+// le and quantile: Go's %g, with ".0" added when that has no dot or exponent
+// ("1.0", "0.5", "1e-05", "+Inf"). Prometheus parses it in every format.
+func AppendCanonical(dst []byte, v float64) []byte {
+	switch {
+	case math.IsInf(v, +1):
+		return append(dst, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(dst, "-Inf"...)
+	case math.IsNaN(v):
+		return append(dst, "NaN"...)
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, v, 'g', -1, 64)
+	for _, c := range dst[start:] {
+		if c == '.' || c == 'e' {
+			return dst
+		}
+	}
+	return append(dst, '.', '0')
+}
+
+// AppendLabelPairs appends `a="x",b="y"` (no braces): the part of a series'
+// identity rendered once at insert. Empty values are skipped. Label names are
+// escaped under e; with EscapeNone a name outside the legacy grammar is
+// quoted, as text 1.0.0 and OpenMetrics with allow-utf-8 require.
+func AppendLabelPairs(dst []byte, labels []Label, e Escaping) []byte {
+	first := true
+	for _, l := range labels {
+		if l.Value == "" {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = AppendLabelName(dst, l.Name, e)
+		dst = append(dst, '=', '"')
+		dst = appendEscaped(dst, l.Value, true)
+		dst = append(dst, '"')
+	}
+	return dst
+}
+
+// AppendLabelName appends a label name escaped under e, quoted when e is
+// EscapeNone and the name is outside the legacy grammar.
+func AppendLabelName(dst []byte, name string, e Escaping) []byte {
+	if e == EscapeNone && !model.LabelName(name).IsValidLegacy() {
+		dst = append(dst, '"')
+		dst = appendEscaped(dst, name, true)
+		return append(dst, '"')
+	}
+	return append(dst, EscapeLabelName(name, e)...)
+}
+
+// AppendLabelValue appends a quoted, escaped label value.
+func AppendLabelValue(dst []byte, v string) []byte {
+	dst = append(dst, '"')
+	dst = appendEscaped(dst, v, true)
+	return append(dst, '"')
 }
 
 // Label is one rendered label pair.

@@ -19,24 +19,20 @@ func Meter(settings component.TelemetrySettings) metric.Meter {
 
 // TelemetryBuilder holds the exporter's internal telemetry instruments.
 type TelemetryBuilder struct {
-	// ExporterPromstreamSeries is the number of series served (observable).
-	ExporterPromstreamSeries metric.Int64ObservableGauge
-	// ExporterPromstreamScrapes counts scrapes by outcome.
-	ExporterPromstreamScrapes metric.Int64Counter
-	// ExporterPromstreamScrapeBytes counts bytes written to scrapers.
-	ExporterPromstreamScrapeBytes metric.Int64Counter
-	// ExporterPromstreamDroppedPoints counts points not exposed, by reason.
+	ExporterPromstreamSeries        metric.Int64ObservableGauge
+	ExporterPromstreamFamilies      metric.Int64ObservableGauge
+	ExporterPromstreamScrapes       metric.Int64Counter
+	ExporterPromstreamScrapeBytes   metric.Int64Counter
+	ExporterPromstreamScrapeSeconds metric.Float64Histogram
 	ExporterPromstreamDroppedPoints metric.Int64Counter
-	// ExporterPromstreamExpiredSeries counts series removed by
-	// metric_expiration.
 	ExporterPromstreamExpiredSeries metric.Int64Counter
 
 	registration metric.Registration
 }
 
 // NewTelemetryBuilder creates every instrument of the exporter; seriesCount
-// is called at each collection of the series gauge.
-func NewTelemetryBuilder(settings component.TelemetrySettings, seriesCount func() int64) (*TelemetryBuilder, error) {
+// and familyCount are called at each collection of the observable gauges.
+func NewTelemetryBuilder(settings component.TelemetrySettings, seriesCount, familyCount func() int64) (*TelemetryBuilder, error) {
 	meter := Meter(settings)
 	var tb TelemetryBuilder
 	var err, errs error
@@ -46,21 +42,34 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, seriesCount func(
 		metric.WithUnit("{series}"),
 	)
 	errs = errors.Join(errs, err)
+	tb.ExporterPromstreamFamilies, err = meter.Int64ObservableGauge(
+		"otelcol_exporter_promstream_families",
+		metric.WithDescription("Metric families known to the exporter. [Development]"),
+		metric.WithUnit("{family}"),
+	)
+	errs = errors.Join(errs, err)
 	tb.ExporterPromstreamScrapes, err = meter.Int64Counter(
 		"otelcol_exporter_promstream_scrapes",
-		metric.WithDescription("Scrapes served, by outcome (ok, aborted: the exposition could not be written completely). [Development]"),
+		metric.WithDescription("Scrapes, by format and outcome (ok; aborted: the exposition could not be written completely; timeout; rejected: over max_concurrent_scrapes; bad_request). [Development]"),
 		metric.WithUnit("{scrape}"),
 	)
 	errs = errors.Join(errs, err)
 	tb.ExporterPromstreamScrapeBytes, err = meter.Int64Counter(
 		"otelcol_exporter_promstream_scrape_bytes",
-		metric.WithDescription("Bytes of exposition written to scrapers. [Development]"),
+		metric.WithDescription("Bytes of exposition rendered for scrapers, before compression. [Development]"),
 		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ExporterPromstreamScrapeSeconds, err = meter.Float64Histogram(
+		"otelcol_exporter_promstream_scrape_duration",
+		metric.WithDescription("Time to serve a scrape, by format. [Development]"),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 	)
 	errs = errors.Join(errs, err)
 	tb.ExporterPromstreamDroppedPoints, err = meter.Int64Counter(
 		"otelcol_exporter_promstream_dropped_points",
-		metric.WithDescription("Data points not exposed, by reason (delta_temporality, unsupported_type, type_conflict, invalid_name). [Development]"),
+		metric.WithDescription("Data points not exposed, by reason (delta_temporality, unsupported_type, type_conflict, invalid_name, max_series). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
@@ -75,8 +84,9 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, seriesCount func(
 	}
 	tb.registration, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(tb.ExporterPromstreamSeries, seriesCount())
+		o.ObserveInt64(tb.ExporterPromstreamFamilies, familyCount())
 		return nil
-	}, tb.ExporterPromstreamSeries)
+	}, tb.ExporterPromstreamSeries, tb.ExporterPromstreamFamilies)
 	return &tb, err
 }
 

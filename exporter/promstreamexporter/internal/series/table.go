@@ -1,28 +1,28 @@
 // Package series is the exporter's series table: Prometheus families in a
 // stable order, each family's series in fixed-size pages, every series with
-// its `name{labels}` prefix rendered once, at insert.
+// its label pairs rendered once, at insert.
 //
 // Layout and ordering: families are written in the order they were first
 // seen; a family's series in page order, and inside a page in insertion order
-// (the text format does not require sorting, and sorting per scrape is what
-// makes other exporters slow). Expiry removes series in place, so order
-// survives it.
+// (the text formats do not require sorting, and sorting per scrape is what
+// makes other exporters slow). Removal keeps the order of what remains.
 //
 // Locking, from outside in:
-//   - Table.mu (RWMutex) guards the family list; a scrape holds it only to
-//     copy the list.
-//   - Family.mu guards the page list, the index and inserts; writers hold it
-//     for one lookup-and-set, a scrape only to copy the page list.
-//   - page.mu guards one page's series slice; a scrape holds it while it
-//     renders that page into its own buffer, never while it writes to the
-//     connection. An insert waits for at most one page's render.
+//   - Table.mu (RWMutex) guards the family list and the names families claim;
+//     a scrape holds it only to copy the list.
+//   - Family.mu guards the page list, the indexes and inserts; writers hold it
+//     for one lookup (or insert), a scrape only to copy the page list.
+//   - page.mu guards one page's series slice and the distributions
+//     (histogram and summary values) of its series; a scrape holds it while
+//     it renders that page into its own buffer, never while it writes to the
+//     connection. An update of a distribution or an insert waits for at most
+//     one page's render.
 //
-// Values are atomics, so updating an existing series never waits for a scrape.
+// Scalar values are atomics: updating a gauge or counter never waits.
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
 import (
 	"errors"
-	"io"
 	"math"
 	"slices"
 	"sync"
@@ -34,34 +34,114 @@ import (
 )
 
 // PageSize is the number of series per page: small enough that a page
-// renders in microseconds (the longest an insert can wait), large enough that
-// locking costs nothing next to rendering.
+// renders in microseconds (the longest an insert or a histogram update can
+// wait), large enough that locking costs nothing next to rendering.
 const PageSize = 256
 
-// flushAt is the buffer size at which a scrape writes to the connection.
-const flushAt = 32 << 10
+var (
+	// ErrTypeConflict: the family name is in use with another type, or one of
+	// the sample names the family would write is already written by another
+	// family. Writing both would make an invalid exposition.
+	ErrTypeConflict = errors.New("name already in use by a family of another type")
+	// ErrLimit: the table holds max_series series already.
+	ErrLimit = errors.New("series limit reached")
+)
 
-// ErrTypeConflict is returned when a family name is already used with another
-// type: writing both would make an invalid exposition.
-var ErrTypeConflict = errors.New("family name already in use with another type")
+// Context is the part of a series' labels shared by all points of one
+// resource and scope (job, instance, scope labels, constant labels). The
+// exporter interns contexts, so comparing two keys' contexts is a pointer
+// comparison. Immutable once created.
+type Context struct {
+	Labels []exposition.Label
+}
 
-// Key identifies a series inside its family: the labels derived from the
-// resource (job, instance) and the data point's attributes.
+// Key identifies a series inside its family: its context and the data
+// point's attributes. A Key passed to the table is borrowed; the table copies
+// what it keeps.
 type Key struct {
-	Job, Instance string
-	Attrs         pcommon.Map
+	Context *Context
+	Attrs   pcommon.Map
 }
 
 func (k *Key) equal(o *Key) bool {
-	return k.Job == o.Job && k.Instance == o.Instance && k.Attrs.Equal(o.Attrs)
+	return k.Context == o.Context && k.Attrs.Equal(o.Attrs)
 }
 
-// Series is one exposed time series.
+// Dist holds the values of a histogram or summary series. It is read and
+// written only under its page's lock, so _bucket, _sum and _count always come
+// from one consistent snapshot.
+type Dist struct {
+	Count  uint64
+	Sum    float64
+	HasSum bool
+	// Bounds are a histogram's upper bounds (ascending, without +Inf) or a
+	// summary's quantiles (ascending). Callers replace the slice when the
+	// bounds change; never mutate it in place.
+	Bounds []float64
+	// Counts are a histogram's cumulative bucket counts, one per bound.
+	Counts []uint64
+	// Values are a summary's quantile values, one per bound.
+	Values []float64
+
+	rendered       []float64 // the Bounds whose canonical text is in les
+	les            [][]byte  // canonical text of each bound
+}
+
+// boundTexts returns the canonical text of every bound, re-rendering only
+// when the bounds changed (identity of the slice).
+func (d *Dist) boundTexts() [][]byte {
+	if len(d.rendered) != len(d.Bounds) || (len(d.Bounds) > 0 && &d.rendered[0] != &d.Bounds[0]) {
+		d.les = d.les[:0]
+		for _, b := range d.Bounds {
+			d.les = append(d.les, exposition.AppendCanonical(nil, b))
+		}
+		d.rendered = d.Bounds
+	}
+	return d.les
+}
+
+// Series is one exposed time series (one sample line, or the lines of one
+// histogram or summary).
 type Series struct {
-	prefix  []byte // `name{labels}`, rendered at insert, never changed
-	key     Key    // owned copy
+	labels []byte // label pairs escaped with underscores, no braces
+	// utf8 and list exist only for series with a name outside the legacy
+	// grammar (possible with the NoUTF8Escaping translation strategies):
+	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
+	utf8    []byte
+	list    []exposition.Label
+	hash    uint64
+	page    *page
+	updated atomic.Int64
 	bits    atomic.Uint64
-	updated atomic.Int64 // unix nanos of the last Set
+	dist    *Dist
+	dead    bool // removed from its page; guarded by page.mu
+}
+
+// Hash is the series' identity hash, the one ?shard= selects on.
+func (s *Series) Hash() uint64 { return s.hash }
+
+// SetValue stores the value of a gauge or counter series.
+func (s *Series) SetValue(v float64, now int64) {
+	s.bits.Store(math.Float64bits(v))
+	s.updated.Store(now)
+}
+
+// DistFiller writes a distribution's new values. An interface rather than a
+// closure, so updating a histogram allocates nothing.
+type DistFiller interface {
+	Fill(*Dist)
+}
+
+// UpdateDist has fill write the series' distribution under its page lock, so
+// a scrape never sees a half-written histogram.
+func (s *Series) UpdateDist(now int64, fill DistFiller) {
+	s.page.mu.Lock()
+	if s.dist == nil {
+		s.dist = new(Dist)
+	}
+	fill.Fill(s.dist)
+	s.page.mu.Unlock()
+	s.updated.Store(now)
 }
 
 // Table holds every family the exporter serves.
@@ -69,38 +149,41 @@ type Table struct {
 	mu       sync.RWMutex
 	families []*Family
 	byName   map[string]*Family
-	count    atomic.Int64
+	// claimed maps every sample name a family writes (x, x_total, x_bucket,
+	// x_sum, x_count) to that family, so two families never write one name.
+	claimed map[string]*Family
+	count   atomic.Int64
+	max     int64
 }
 
-// New returns an empty table.
-func New() *Table {
-	return &Table{byName: make(map[string]*Family)}
+// New returns an empty table that holds at most maxSeries series (0: no
+// limit).
+func New(maxSeries int64) *Table {
+	return &Table{byName: make(map[string]*Family), claimed: make(map[string]*Family), max: maxSeries}
 }
 
 // Len returns the number of series in the table.
 func (t *Table) Len() int64 { return t.count.Load() }
 
+// Families returns the number of families.
+func (t *Table) Families() int64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return int64(len(t.families))
+}
+
 // Family returns the family called name, creating it with help and typ if it
-// does not exist. It returns ErrTypeConflict if name exists with another type.
+// does not exist. It returns ErrTypeConflict if name exists with another type
+// or collides with a sample name of another family.
 func (t *Table) Family(name, help string, typ exposition.Type) (*Family, error) {
 	t.mu.RLock()
 	f := t.byName[name]
 	t.mu.RUnlock()
 	if f == nil {
-		t.mu.Lock()
-		// Re-check: another writer may have created it between the locks.
-		if f = t.byName[name]; f == nil {
-			f = &Family{
-				table:  t,
-				name:   name,
-				typ:    typ,
-				header: exposition.AppendHeader(nil, name, help, typ),
-				index:  make(map[uint64][]*Series),
-			}
-			t.byName[name] = f
-			t.families = append(t.families, f)
+		var err error
+		if f, err = t.create(name, help, typ); err != nil {
+			return nil, err
 		}
-		t.mu.Unlock()
 	}
 	if f.typ != typ {
 		return nil, ErrTypeConflict
@@ -108,17 +191,55 @@ func (t *Table) Family(name, help string, typ exposition.Type) (*Family, error) 
 	return f, nil
 }
 
+func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Re-check: another writer may have created it between the locks.
+	if f := t.byName[name]; f != nil {
+		return f, nil
+	}
+	f := newFamily(t, name, help, typ)
+	claims := f.sampleNames()
+	for _, n := range claims {
+		if other := t.claimed[n]; other != nil {
+			return nil, ErrTypeConflict
+		}
+	}
+	for _, n := range claims {
+		t.claimed[n] = f
+	}
+	t.byName[name] = f
+	t.families = append(t.families, f)
+	return f, nil
+}
+
 // Family is one metric family: a name, a type, and its series.
 type Family struct {
-	table  *Table
-	name   string
-	typ    exposition.Type
-	header []byte
+	table *Table
+	name  string
+	help  string
+	typ   exposition.Type
+	// names holds, per escaping scheme, the family name and its suffixed
+	// sample names as they are written; quoted says whether the name must
+	// go inside the braces (UTF-8 names under allow-utf-8).
+	names  [exposition.NumEscapings]familyNames
+	legacy bool
 
-	mu    sync.Mutex
-	pages []*page
-	index map[uint64][]*Series
-	live  int
+	mu       sync.Mutex
+	pages    []*page
+	index    map[uint64][]entry
+	byLabels map[string]*Series
+	live     int
+}
+
+type familyNames struct {
+	base, bucket, sum, count string
+	quoted                   bool
+}
+
+type entry struct {
+	key Key
+	s   *Series
 }
 
 type page struct {
@@ -126,35 +247,129 @@ type page struct {
 	series []*Series
 }
 
+func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
+	f := &Family{
+		table: t, name: name, help: help, typ: typ,
+		legacy:   exposition.IsLegacyName(name),
+		index:    make(map[uint64][]entry),
+		byLabels: make(map[string]*Series),
+	}
+	for e := range exposition.NumEscapings {
+		n := exposition.EscapeName(name, e)
+		f.names[e] = familyNames{
+			base: n, bucket: n + "_bucket", sum: n + "_sum", count: n + "_count",
+			quoted: e == exposition.EscapeNone && !f.legacy,
+		}
+		if f.names[e].quoted {
+			// A UTF-8 name is written quoted and escaped, inside the braces;
+			// the suffixes are part of the quoted string.
+			q := func(n string) string { return string(exposition.AppendLabelValue(nil, n)) }
+			f.names[e] = familyNames{base: q(name), bucket: q(name + "_bucket"), sum: q(name + "_sum"), count: q(name + "_count"), quoted: true}
+		}
+	}
+	return f
+}
+
+// sampleNames lists every name the family's samples and metadata use, in any
+// format: a counter x_total is family x in OpenMetrics; a histogram writes
+// x_bucket, x_sum and x_count.
+func (f *Family) sampleNames() []string {
+	n := f.name
+	switch f.typ {
+	case exposition.TypeCounter:
+		if base, ok := trimTotal(n); ok {
+			return []string{n, base}
+		}
+		return []string{n}
+	case exposition.TypeHistogram:
+		return []string{n, n + "_bucket", n + "_sum", n + "_count"}
+	case exposition.TypeSummary:
+		return []string{n, n + "_sum", n + "_count"}
+	default:
+		return []string{n}
+	}
+}
+
+func trimTotal(n string) (string, bool) {
+	const suffix = "_total"
+	if len(n) > len(suffix) && n[len(n)-len(suffix):] == suffix {
+		return n[:len(n)-len(suffix)], true
+	}
+	return n, false
+}
+
 // Name returns the family's Prometheus name.
 func (f *Family) Name() string { return f.name }
 
-// Set stores v as the value of the series with this hash and key, creating it
-// when it does not exist; render appends the series' prefix (`name{labels}`)
-// and is called only then. key is borrowed: Set copies what it keeps. It
-// reports whether the series was created.
+// Type returns the family's type.
+func (f *Family) Type() exposition.Type { return f.typ }
+
+// LabelSource gives the labels of a series about to be created: translated
+// names, sorted, no duplicate names, its context's included. An interface
+// rather than a closure, so the hit path allocates nothing.
+type LabelSource interface {
+	Labels() []exposition.Label
+}
+
+// Series returns the series with this hash and key, creating it when it does
+// not exist: labels is asked only then. It stamps
+// the series as updated at now before releasing the family lock, so a
+// concurrent expiry can never remove a series that is being written.
 //
-// The lookup confirms a hash hit by comparing the keys, so colliding label
-// sets stay distinct series. Lookup, insert and value store happen under
-// f.mu, so a concurrent Expire can never drop a value that was just set.
-func (f *Family) Set(hash uint64, key *Key, v float64, now int64, render func(dst []byte) []byte) bool {
+// Return values:
+//   - the existing series whose key equals key (a hash hit is confirmed by
+//     comparing keys, so colliding label sets stay distinct);
+//   - a new series;
+//   - an existing series whose rendered labels equal the new key's: two OTel
+//     series that translate to one Prometheus series share it (last write
+//     wins), so the exposition never holds a duplicate;
+//   - nil and ErrLimit when the table is full.
+func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, s := range f.index[hash] {
-		if s.key.equal(key) {
-			s.bits.Store(math.Float64bits(v))
-			s.updated.Store(now)
+	for _, e := range f.index[hash] {
+		if e.key.equal(key) {
+			e.s.updated.Store(now)
+			return e.s, nil
+		}
+	}
+	list := labels.Labels()
+	rendered := exposition.AppendLabelPairs(nil, list, exposition.EscapeUnderscores)
+	var utf8 []byte
+	if !allLegacy(list) {
+		utf8 = exposition.AppendLabelPairs(nil, list, exposition.EscapeNone)
+	}
+	dedupe := rendered
+	if utf8 != nil {
+		dedupe = utf8
+	}
+	s := f.byLabels[string(dedupe)]
+	if s == nil {
+		if max := f.table.max; max > 0 && f.table.count.Load() >= max {
+			return nil, ErrLimit
+		}
+		s = &Series{labels: rendered, utf8: utf8, hash: hash}
+		if utf8 != nil {
+			s.list = slices.Clone(list)
+		}
+		f.byLabels[string(dedupe)] = s
+		f.insertLocked(s)
+		f.live++
+		f.table.count.Add(1)
+	}
+	k := Key{Context: key.Context, Attrs: pcommon.NewMap()}
+	key.Attrs.CopyTo(k.Attrs)
+	f.index[hash] = append(f.index[hash], entry{key: k, s: s})
+	s.updated.Store(now)
+	return s, nil
+}
+
+func allLegacy(list []exposition.Label) bool {
+	for _, l := range list {
+		if !exposition.IsLegacyName(l.Name) {
 			return false
 		}
 	}
-	s := &Series{prefix: render(nil), key: Key{Job: key.Job, Instance: key.Instance, Attrs: pcommon.NewMap()}}
-	key.Attrs.CopyTo(s.key.Attrs)
-	s.bits.Store(math.Float64bits(v))
-	s.updated.Store(now)
-	f.index[hash] = append(f.index[hash], s)
-	f.insertLocked(s)
-	f.live++
-	f.table.count.Add(1)
 	return true
 }
 
@@ -175,8 +390,24 @@ func (f *Family) insertLocked(s *Series) {
 		f.pages = append(f.pages, p)
 		p.mu.Lock()
 	}
+	s.page = p
 	p.series = append(p.series, s)
 	p.mu.Unlock()
+}
+
+// Remove deletes the series with this key, as a point flagged "no recorded
+// value" asks. It reports whether a series was removed.
+func (f *Family) Remove(hash uint64, key *Key) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.index[hash] {
+		if e.key.equal(key) {
+			dead := e.s
+			f.removeLocked(func(s *Series) bool { return s == dead })
+			return true
+		}
+	}
+	return false
 }
 
 // Expire removes every series not updated since cutoff (unix nanos) and
@@ -187,21 +418,27 @@ func (t *Table) Expire(cutoff int64) int {
 	t.mu.RUnlock()
 	removed := 0
 	for _, f := range families {
-		removed += f.expire(cutoff)
+		f.mu.Lock()
+		removed += f.removeLocked(func(s *Series) bool { return s.updated.Load() < cutoff })
+		f.mu.Unlock()
 	}
-	t.count.Add(-int64(removed))
 	return removed
 }
 
-func (f *Family) expire(cutoff int64) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// removeLocked removes the series matching gone from pages and indexes; the
+// caller holds f.mu.
+func (f *Family) removeLocked(gone func(*Series) bool) int {
 	removed := 0
 	for _, p := range f.pages {
 		p.mu.Lock()
-		before := len(p.series)
-		p.series = slices.DeleteFunc(p.series, func(s *Series) bool { return s.updated.Load() < cutoff })
-		removed += before - len(p.series)
+		p.series = slices.DeleteFunc(p.series, func(s *Series) bool {
+			if gone(s) {
+				s.dead = true
+				removed++
+				return true
+			}
+			return false
+		})
 		p.mu.Unlock()
 	}
 	if removed == 0 {
@@ -209,64 +446,19 @@ func (f *Family) expire(cutoff int64) int {
 	}
 	f.pages = slices.DeleteFunc(f.pages, func(p *page) bool { return len(p.series) == 0 })
 	for h, list := range f.index {
-		list = slices.DeleteFunc(list, func(s *Series) bool { return s.updated.Load() < cutoff })
+		list = slices.DeleteFunc(list, func(e entry) bool { return e.s.dead })
 		if len(list) == 0 {
 			delete(f.index, h)
 		} else {
 			f.index[h] = list
 		}
 	}
-	f.live -= removed
-	return removed
-}
-
-// Writer renders the table. It keeps its buffers between scrapes; one Writer
-// serves one scrape at a time.
-type Writer struct {
-	buf      []byte
-	families []*Family
-	pages    []*page
-}
-
-// WriteTo streams every non-empty family to w, page by page, and returns the
-// number of bytes written. It writes to w whenever its buffer passes 32 KiB,
-// and never while it holds a lock. When write fails, it stops at once and
-// returns the error, having written a prefix of the exposition: the caller
-// must then abort the response rather than end it cleanly.
-func (wr *Writer) WriteTo(t *Table, w io.Writer) (int64, error) {
-	t.mu.RLock()
-	wr.families = append(wr.families[:0], t.families...)
-	t.mu.RUnlock()
-	var written int64
-	wr.buf = wr.buf[:0]
-	for _, f := range wr.families {
-		f.mu.Lock()
-		wr.pages = append(wr.pages[:0], f.pages...)
-		live := f.live
-		f.mu.Unlock()
-		if live == 0 {
-			continue
-		}
-		wr.buf = append(wr.buf, f.header...)
-		for _, p := range wr.pages {
-			p.mu.Lock()
-			for _, s := range p.series {
-				wr.buf = append(wr.buf, s.prefix...)
-				wr.buf = exposition.AppendSample(wr.buf, math.Float64frombits(s.bits.Load()))
-			}
-			p.mu.Unlock()
-			if len(wr.buf) >= flushAt {
-				n, err := w.Write(wr.buf)
-				written += int64(n)
-				if err != nil {
-					return written, err
-				}
-				wr.buf = wr.buf[:0]
-			}
+	for k, s := range f.byLabels {
+		if s.dead {
+			delete(f.byLabels, k)
 		}
 	}
-	clear(wr.families) // drop references so removed families can be collected
-	clear(wr.pages)
-	n, err := w.Write(wr.buf)
-	return written + int64(n), err
+	f.live -= removed
+	f.table.count.Add(-int64(removed))
+	return removed
 }

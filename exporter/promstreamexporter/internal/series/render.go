@@ -1,0 +1,213 @@
+package series
+
+import (
+	"context"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/otelgateway/otelgateway/internal/exposition"
+)
+
+// flushAt is the buffer size at which a scrape writes to the connection.
+const flushAt = 32 << 10
+
+// Query selects what one scrape writes and how.
+type Query struct {
+	Format   exposition.Format
+	Escaping exposition.Escaping
+	// Shards > 1 splits the table: only series whose hash % Shards == Shard
+	// are written, so every series is in exactly one shard.
+	Shard, Shards uint64
+	// Names, when not nil, keeps only the families with these names (or
+	// whose sample names, such as x_bucket or x_total, are listed).
+	Names map[string]struct{}
+}
+
+// Writer renders the table. It keeps its buffers between scrapes; one Writer
+// serves one scrape at a time.
+type Writer struct {
+	buf      []byte
+	families []*Family
+	pages    []*page
+	scratch  []byte
+}
+
+// WriteTo streams the families q selects to w, page by page, and returns the
+// number of bytes written. It writes to w whenever its buffer passes 32 KiB,
+// and never while it holds a lock; between pages it checks ctx, so a scrape
+// whose deadline passed or whose client left stops at once. When a write
+// fails or ctx ends, it returns the error having written a prefix of the
+// exposition: the caller must then abort the response, not end it cleanly.
+func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) (int64, error) {
+	t.mu.RLock()
+	wr.families = append(wr.families[:0], t.families...)
+	t.mu.RUnlock()
+	defer func() {
+		clear(wr.families) // drop references so removed families can be collected
+		clear(wr.pages)
+	}()
+	var written int64
+	wr.buf = wr.buf[:0]
+	for _, f := range wr.families {
+		if !q.selects(f) {
+			continue
+		}
+		f.mu.Lock()
+		wr.pages = append(wr.pages[:0], f.pages...)
+		live := f.live
+		f.mu.Unlock()
+		if live == 0 {
+			continue
+		}
+		wr.buf = f.appendHeader(wr.buf, q)
+		for _, p := range wr.pages {
+			if err := ctx.Err(); err != nil {
+				return written, err
+			}
+			p.mu.Lock()
+			for _, s := range p.series {
+				if q.Shards > 1 && s.hash%q.Shards != q.Shard {
+					continue
+				}
+				wr.buf = wr.appendSeries(wr.buf, f, s, q)
+			}
+			p.mu.Unlock()
+			if len(wr.buf) >= flushAt {
+				n, err := w.Write(wr.buf)
+				written += int64(n)
+				if err != nil {
+					return written, err
+				}
+				wr.buf = wr.buf[:0]
+			}
+		}
+	}
+	if q.Format.OpenMetrics() {
+		wr.buf = append(wr.buf, exposition.OpenMetricsEOF...)
+	}
+	n, err := w.Write(wr.buf)
+	return written + int64(n), err
+}
+
+func (q *Query) selects(f *Family) bool {
+	if q.Names == nil {
+		return true
+	}
+	for _, n := range f.sampleNames() {
+		if _, ok := q.Names[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Family) appendHeader(dst []byte, q *Query) []byte {
+	name := f.names[q.Escaping].base // quoted already when it must be
+	if q.Format.OpenMetrics() {
+		return exposition.AppendOpenMetricsHeader(dst, name, f.help, f.typ)
+	}
+	return exposition.AppendHeader(dst, name, f.help, f.typ)
+}
+
+// appendSeries writes every line of one series; the caller holds its page
+// lock.
+func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
+	labels := s.labelsFor(q.Escaping, &wr.scratch)
+	names := &f.names[q.Escaping]
+	switch f.typ {
+	case exposition.TypeHistogram:
+		d := s.dist
+		if d == nil {
+			return dst
+		}
+		les := d.boundTexts()
+		for i, c := range d.Counts {
+			dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", les[i])
+			dst = appendUint(dst, c)
+		}
+		dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", plusInf)
+		dst = appendUint(dst, d.Count)
+		return appendSumCount(dst, names, labels, d)
+	case exposition.TypeSummary:
+		d := s.dist
+		if d == nil {
+			return dst
+		}
+		qs := d.boundTexts()
+		for i, v := range d.Values {
+			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
+			dst = exposition.AppendSample(dst, v)
+		}
+		return appendSumCount(dst, names, labels, d)
+	default:
+		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
+		return exposition.AppendSample(dst, math.Float64frombits(s.bits.Load()))
+	}
+}
+
+var plusInf = []byte("+Inf")
+
+func appendSumCount(dst []byte, names *familyNames, labels []byte, d *Dist) []byte {
+	if d.HasSum {
+		dst = appendPrefix(dst, names.sum, names.quoted, labels, "", nil)
+		dst = exposition.AppendSample(dst, d.Sum)
+	}
+	dst = appendPrefix(dst, names.count, names.quoted, labels, "", nil)
+	return appendUint(dst, d.Count)
+}
+
+// labelsFor returns the label pairs rendered for escaping scheme e. Series
+// whose names are all legacy (every series under the default translation
+// strategy) have one rendering for every scheme; others render the dots and
+// values schemes into scratch at scrape time.
+func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) []byte {
+	if s.utf8 == nil {
+		return s.labels
+	}
+	switch e {
+	case exposition.EscapeNone:
+		return s.utf8
+	case exposition.EscapeUnderscores:
+		return s.labels
+	default:
+		*scratch = exposition.AppendLabelPairs((*scratch)[:0], s.list, e)
+		return *scratch
+	}
+}
+
+// appendPrefix writes `name{labels,extra="v"}` or, for a quoted UTF-8 name
+// (passed with its quotes), `{"name",labels,extra="v"}`; without labels and
+// extra, just `name`.
+func appendPrefix(dst []byte, name string, quoted bool, labels []byte, extra string, extraValue []byte) []byte {
+	if quoted {
+		dst = append(dst, '{')
+		dst = append(dst, name...)
+		if len(labels) > 0 || extra != "" {
+			dst = append(dst, ',')
+		}
+	} else {
+		dst = append(dst, name...)
+		if len(labels) == 0 && extra == "" {
+			return dst
+		}
+		dst = append(dst, '{')
+	}
+	dst = append(dst, labels...)
+	if extra != "" {
+		if len(labels) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, extra...)
+		dst = append(dst, '=', '"')
+		dst = append(dst, extraValue...)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
+}
+
+func appendUint(dst []byte, v uint64) []byte {
+	dst = append(dst, ' ')
+	dst = strconv.AppendUint(dst, v, 10)
+	return append(dst, '\n')
+}

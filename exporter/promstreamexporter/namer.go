@@ -1,0 +1,287 @@
+package promstreamexporter
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
+	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/internal/identity"
+)
+
+// maxCachedLabelNames bounds the attribute-key → label-name cache, so hostile
+// attribute keys cannot grow it without limit (past it, names are translated
+// each time a series is created, which is rare).
+const maxCachedLabelNames = 1 << 16
+
+var emptyAttrs = pcommon.NewMap()
+
+// namer translates OTel names into Prometheus names and label contexts, and
+// caches every translation: a steady stream of points translates nothing.
+// Not safe for concurrent use: the exporter calls it under its mutex.
+type namer struct {
+	cfg            *Config
+	metricNamer    otlptranslator.MetricNamer
+	labelNamer     otlptranslator.LabelNamer
+	families       map[familyKey]familyRef
+	labelNames     map[string]string
+	resources      map[uint64][]*resourceLabels
+	contexts       map[uint64][]*labelContext
+	constLabels    []exposition.Label
+	targetInfoName string
+}
+
+// familyKey is what an OTel metric's Prometheus family depends on.
+type familyKey struct {
+	name, unit string
+	typ        otlptranslator.MetricType
+}
+
+// familyRef caches the outcome of translating a familyKey: the family, or
+// the reason its points are dropped.
+type familyRef struct {
+	name   string
+	family *series.Family
+	reason string
+}
+
+// resourceLabels is what one resource contributes to its series' labels.
+type resourceLabels struct {
+	attrs          pcommon.Map // owned copy, to confirm hash hits
+	hash           uint64
+	labels         []exposition.Label // job, instance, converted attributes, const labels
+	targetInfo     *series.Context    // nil without both job and instance
+	targetInfoHash uint64
+	lastUsed       int64
+}
+
+// labelContext is one (resource, scope): the interned series.Context plus
+// what is needed to confirm a hash hit.
+type labelContext struct {
+	ctx          *series.Context
+	res          *resourceLabels
+	scopeName    string
+	scopeVersion string
+	schemaURL    string
+	scopeAttrs   pcommon.Map
+	hash         uint64
+	lastUsed     int64
+}
+
+func newNamer(cfg *Config) *namer {
+	n := &namer{
+		cfg: cfg,
+		metricNamer: otlptranslator.MetricNamer{
+			Namespace:          cfg.Namespace,
+			WithMetricSuffixes: cfg.withSuffixes(),
+			UTF8Allowed:        cfg.utf8Allowed(),
+		},
+		// PreserveMultipleUnderscores: as the contrib exporter with its
+		// default feature gates.
+		labelNamer:     otlptranslator.LabelNamer{UTF8Allowed: cfg.utf8Allowed(), PreserveMultipleUnderscores: true},
+		families:       make(map[familyKey]familyRef),
+		labelNames:     make(map[string]string),
+		resources:      make(map[uint64][]*resourceLabels),
+		contexts:       make(map[uint64][]*labelContext),
+		targetInfoName: otlptranslator.TargetInfoMetricName,
+	}
+	if cfg.Namespace != "" {
+		n.targetInfoName = cfg.Namespace + "_" + n.targetInfoName
+	}
+	for k, v := range cfg.ConstLabels {
+		n.constLabels = append(n.constLabels, exposition.Label{Name: k, Value: v})
+	}
+	return n
+}
+
+// family returns the cached translation of m, or a fresh one (fresh = true)
+// that the caller completes with setFamily.
+func (n *namer) family(m pmetric.Metric, typ otlptranslator.MetricType) (familyRef, bool) {
+	if ref, ok := n.families[familyKey{name: m.Name(), unit: m.Unit(), typ: typ}]; ok {
+		return ref, false
+	}
+	name, err := n.metricNamer.Build(otlptranslator.Metric{Name: m.Name(), Unit: m.Unit(), Type: typ})
+	if err != nil || name == "" {
+		ref := familyRef{reason: reasonInvalidName}
+		n.setFamily(m, typ, ref)
+		return ref, true
+	}
+	return familyRef{name: name}, true
+}
+
+func (n *namer) setFamily(m pmetric.Metric, typ otlptranslator.MetricType, ref familyRef) {
+	n.families[familyKey{name: strings.Clone(m.Name()), unit: strings.Clone(m.Unit()), typ: typ}] = ref
+}
+
+// labelName translates an attribute key; "" when it has no valid label name
+// (empty, or only underscores).
+func (n *namer) labelName(k string) string {
+	if ln, ok := n.labelNames[k]; ok {
+		return ln
+	}
+	ln, err := n.labelNamer.Build(k)
+	if err != nil {
+		ln = ""
+	}
+	if len(n.labelNames) < maxCachedLabelNames {
+		n.labelNames[strings.Clone(k)] = ln
+	}
+	return ln
+}
+
+// resource returns the labels a resource contributes, translated once per
+// distinct resource.
+func (n *namer) resource(attrs pcommon.Map, now int64) *resourceLabels {
+	h := identity.OfMap(attrs)
+	for _, r := range n.resources[h] {
+		if r.attrs.Equal(attrs) {
+			r.lastUsed = now
+			return r
+		}
+	}
+	r := &resourceLabels{attrs: pcommon.NewMap(), hash: h, lastUsed: now}
+	attrs.CopyTo(r.attrs)
+	job, instance := jobInstance(attrs)
+	r.labels = append(r.labels, exposition.Label{Name: "job", Value: job}, exposition.Label{Name: "instance", Value: instance})
+	if n.cfg.ResourceToTelemetryConversion.Enabled {
+		r.labels = n.appendAttrs(r.labels, attrs, "")
+	}
+	r.labels = append(r.labels, n.constLabels...)
+	if job != "" && instance != "" {
+		ti := []exposition.Label{{Name: "job", Value: job}, {Name: "instance", Value: instance}}
+		for k, v := range attrs.All() {
+			switch k {
+			case "service.name", "service.namespace", "service.instance.id":
+				continue // they are job and instance already
+			}
+			if ln := n.labelName(k); ln != "" {
+				ti = append(ti, exposition.Label{Name: ln, Value: v.AsString()})
+			}
+		}
+		r.targetInfo = &series.Context{Labels: sortLabels(ti)}
+		r.targetInfoHash = identity.Combine(h, identity.OfString(n.targetInfoName))
+	}
+	n.resources[h] = append(n.resources[h], r)
+	return r
+}
+
+// context returns the interned label context of one resource and scope.
+func (n *namer) context(r *resourceLabels, scope pcommon.InstrumentationScope, schemaURL string, now int64) *labelContext {
+	h := identity.Combine(r.hash, identity.OfString(scope.Name()))
+	h = identity.Combine(h, identity.OfString(scope.Version()))
+	h = identity.Combine(h, identity.OfString(schemaURL))
+	h = identity.Combine(h, identity.OfMap(scope.Attributes()))
+	for _, c := range n.contexts[h] {
+		if c.res == r && c.scopeName == scope.Name() && c.scopeVersion == scope.Version() &&
+			c.schemaURL == schemaURL && c.scopeAttrs.Equal(scope.Attributes()) {
+			c.lastUsed = now
+			return c
+		}
+	}
+	c := &labelContext{
+		res: r, hash: h, lastUsed: now, scopeAttrs: pcommon.NewMap(),
+		scopeName: scope.Name(), scopeVersion: scope.Version(), schemaURL: schemaURL,
+	}
+	scope.Attributes().CopyTo(c.scopeAttrs)
+	labels := slices.Clone(r.labels)
+	if !n.cfg.WithoutScopeInfo {
+		for k, v := range scope.Attributes().All() {
+			switch k {
+			case "name", "version", "schema_url":
+				continue // reserved: the scope's own fields below
+			}
+			if ln := n.labelName("otel_scope_" + k); ln != "" {
+				labels = append(labels, exposition.Label{Name: ln, Value: v.AsString()})
+			}
+		}
+		labels = append(labels,
+			exposition.Label{Name: "otel_scope_name", Value: scope.Name()},
+			exposition.Label{Name: "otel_scope_version", Value: scope.Version()},
+			exposition.Label{Name: "otel_scope_schema_url", Value: schemaURL})
+	}
+	c.ctx = &series.Context{Labels: labels}
+	n.contexts[h] = append(n.contexts[h], c)
+	return c
+}
+
+// forgetContexts drops resources and contexts unused since cutoff. A series
+// that still refers to a forgotten context keeps working: if its resource
+// comes back, the new context renders the same labels and the table maps it
+// to the same series.
+func (n *namer) forgetContexts(cutoff int64) {
+	for h, list := range n.contexts {
+		list = slices.DeleteFunc(list, func(c *labelContext) bool { return c.lastUsed < cutoff })
+		if len(list) == 0 {
+			delete(n.contexts, h)
+		} else {
+			n.contexts[h] = list
+		}
+	}
+	for h, list := range n.resources {
+		list = slices.DeleteFunc(list, func(r *resourceLabels) bool { return r.lastUsed < cutoff })
+		if len(list) == 0 {
+			delete(n.resources, h)
+		} else {
+			n.resources[h] = list
+		}
+	}
+}
+
+// appendAttrs appends attributes as labels, translated.
+func (n *namer) appendAttrs(dst []exposition.Label, attrs pcommon.Map, prefix string) []exposition.Label {
+	for k, v := range attrs.All() {
+		if ln := n.labelName(prefix + k); ln != "" {
+			dst = append(dst, exposition.Label{Name: ln, Value: v.AsString()})
+		}
+	}
+	return dst
+}
+
+// seriesLabels assembles a new series' labels: its context's and its
+// point's, sorted by name; the values of labels that share a name (an
+// attribute "job", or two attributes that translate alike) are joined with
+// ";", as the contrib exporter does for target_info.
+func (n *namer) seriesLabels(dst []exposition.Label, c *labelContext, attrs pcommon.Map) []exposition.Label {
+	dst = append(dst[:0], c.ctx.Labels...)
+	dst = n.appendAttrs(dst, attrs, "")
+	return sortLabels(dst)
+}
+
+func sortLabels(labels []exposition.Label) []exposition.Label {
+	slices.SortStableFunc(labels, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
+	out := labels[:0]
+	for _, l := range labels {
+		if k := len(out); k > 0 && out[k-1].Name == l.Name {
+			switch {
+			case l.Value == "":
+			case out[k-1].Value == "":
+				out[k-1].Value = l.Value
+			default:
+				out[k-1].Value += ";" + l.Value
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// jobInstance derives the job and instance labels as the Prometheus
+// compatibility spec does: job = service.namespace/service.name (or just
+// service.name), instance = service.instance.id.
+func jobInstance(res pcommon.Map) (job, instance string) {
+	if v, ok := res.Get("service.name"); ok {
+		job = v.AsString()
+		if ns, ok := res.Get("service.namespace"); ok && ns.AsString() != "" {
+			job = ns.AsString() + "/" + job
+		}
+	}
+	if v, ok := res.Get("service.instance.id"); ok {
+		instance = v.AsString()
+	}
+	return job, instance
+}

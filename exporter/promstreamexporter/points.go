@@ -1,0 +1,235 @@
+package promstreamexporter
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
+	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/internal/identity"
+)
+
+// pointWriter stores the points of one metric into its family. It is the
+// series.LabelSource of the point being stored, so creating a series needs no
+// closure and the hit path allocates nothing.
+type pointWriter struct {
+	e      *promStreamExporter
+	ctx    context.Context
+	f      *series.Family
+	c      *labelContext
+	now    int64
+	attrs  pcommon.Map
+	labels []exposition.Label
+	// The distribution point being stored, read by Fill.
+	hist    pmetric.HistogramDataPoint
+	summary pmetric.SummaryDataPoint
+	expo    pmetric.ExponentialHistogramDataPoint
+	fill    func(*pointWriter, *series.Dist)
+}
+
+// Fill implements series.DistFiller for the current distribution point.
+func (p *pointWriter) Fill(d *series.Dist) { p.fill(p, d) }
+
+// Labels implements series.LabelSource for the current point.
+func (p *pointWriter) Labels() []exposition.Label {
+	p.labels = p.e.namer.seriesLabels(p.labels, p.c, p.attrs)
+	return p.labels
+}
+
+// series finds or creates the series of a point; nil when the point must not
+// be stored: it was flagged "no recorded value" (its series is removed, as
+// the data model says the stream ended) or the table is full.
+func (p *pointWriter) series(attrs pcommon.Map, flags pmetric.DataPointFlags) *series.Series {
+	key := series.Key{Context: p.c.ctx, Attrs: attrs}
+	hash := identity.Combine(p.c.hash, identity.OfMap(attrs))
+	if flags.NoRecordedValue() {
+		p.f.Remove(hash, &key)
+		return nil
+	}
+	p.attrs = attrs
+	s, err := p.f.Series(hash, &key, p.now, p)
+	if errors.Is(err, series.ErrLimit) {
+		p.e.limited(p.ctx, p.f.Name(), 1)
+		return nil
+	}
+	return s
+}
+
+func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		if s := p.series(dp.Attributes(), dp.Flags()); s != nil {
+			v := dp.DoubleValue()
+			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+				v = float64(dp.IntValue())
+			}
+			s.SetValue(v, p.now)
+		}
+	}
+}
+
+func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		s := p.series(dp.Attributes(), dp.Flags())
+		if s == nil {
+			continue
+		}
+		p.hist, p.fill = dp, fillHistogram
+		s.UpdateDist(p.now, p)
+	}
+}
+
+func fillHistogram(p *pointWriter, d *series.Dist) {
+	dp := p.hist
+	setBounds(d, dp.ExplicitBounds())
+	d.Counts = resize(d.Counts, len(d.Bounds))
+	var cum uint64
+	counts := dp.BucketCounts()
+	for j := range d.Bounds {
+		if j < counts.Len() {
+			cum += counts.At(j)
+		}
+		d.Counts[j] = cum
+	}
+	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
+}
+
+func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		s := p.series(dp.Attributes(), dp.Flags())
+		if s == nil {
+			continue
+		}
+		p.summary, p.fill = dp, fillSummary
+		s.UpdateDist(p.now, p)
+	}
+}
+
+func fillSummary(p *pointWriter, d *series.Dist) {
+	dp := p.summary
+	qs := dp.QuantileValues()
+	if !sameQuantiles(d.Bounds, qs) {
+		d.Bounds = make([]float64, qs.Len())
+		for j := range d.Bounds {
+			d.Bounds[j] = qs.At(j).Quantile()
+		}
+	}
+	d.Values = resizeFloat(d.Values, qs.Len())
+	for j := range d.Values {
+		d.Values[j] = qs.At(j).Value()
+	}
+	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
+}
+
+// exponential stores exponential histograms. In the text formats they are
+// written as classic histograms whose le bounds are the upper boundaries of
+// the exponential buckets: negative buckets (as negative bounds), the zero
+// bucket (le = zero threshold), then positive buckets, each cumulative; +Inf
+// equals the count. Nothing is dropped; only resolution within a bucket is
+// lost, as with any classic histogram.
+func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		s := p.series(dp.Attributes(), dp.Flags())
+		if s == nil {
+			continue
+		}
+		p.expo, p.fill = dp, fillExponential
+		s.UpdateDist(p.now, p)
+	}
+}
+
+func fillExponential(p *pointWriter, d *series.Dist) {
+	dp := p.expo
+	base := math.Exp2(math.Exp2(-float64(dp.Scale())))
+	var bounds []float64
+	var counts []uint64
+	var cum uint64
+	neg := dp.Negative()
+	for j := neg.BucketCounts().Len() - 1; j >= 0; j-- {
+		cum += neg.BucketCounts().At(j)
+		// Negative bucket index i holds [-base^(i+1), -base^i): its upper
+		// bound is -base^i.
+		bounds = append(bounds, -math.Pow(base, float64(neg.Offset()+int32(j))))
+		counts = append(counts, cum)
+	}
+	cum += dp.ZeroCount()
+	bounds = append(bounds, dp.ZeroThreshold())
+	counts = append(counts, cum)
+	pos := dp.Positive()
+	for j := 0; j < pos.BucketCounts().Len(); j++ {
+		cum += pos.BucketCounts().At(j)
+		// Positive bucket index i holds (base^i, base^(i+1)].
+		bounds = append(bounds, math.Pow(base, float64(pos.Offset()+int32(j)+1)))
+		counts = append(counts, cum)
+	}
+	// le must strictly increase: drop a bound that does not (a zero
+	// threshold wider than the first positive bucket), folding its count
+	// into the next bucket, which is cumulative anyway.
+	w := 0
+	for j := range bounds {
+		if w > 0 && bounds[j] <= bounds[w-1] {
+			bounds[w-1], counts[w-1] = math.Max(bounds[w-1], bounds[j]), counts[j]
+			continue
+		}
+		bounds[w], counts[w] = bounds[j], counts[j]
+		w++
+	}
+	bounds, counts = bounds[:w], counts[:w]
+	if !slices.Equal(d.Bounds, bounds) {
+		d.Bounds = bounds
+	}
+	d.Counts = counts
+	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
+}
+
+// setBounds keeps d.Bounds when they did not change (the rendered le texts
+// are reused) and replaces the slice when they did.
+func setBounds(d *series.Dist, bounds pcommon.Float64Slice) {
+	if len(d.Bounds) == bounds.Len() {
+		same := true
+		for j, b := range d.Bounds {
+			if b != bounds.At(j) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	d.Bounds = bounds.AsRaw()
+}
+
+func sameQuantiles(have []float64, qs pmetric.SummaryDataPointValueAtQuantileSlice) bool {
+	if len(have) != qs.Len() {
+		return false
+	}
+	for j, q := range have {
+		if q != qs.At(j).Quantile() {
+			return false
+		}
+	}
+	return true
+}
+
+func resize(s []uint64, n int) []uint64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]uint64, n)
+}
+
+func resizeFloat(s []float64, n int) []float64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float64, n)
+}
