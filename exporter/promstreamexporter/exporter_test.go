@@ -322,7 +322,6 @@ func TestServesOverHTTP(t *testing.T) {
 	}
 }
 
-
 // TestStartShutdownTwice: the second start on the same port fails if the first
 // shutdown leaked the listener or the expiry goroutine (goleak).
 func TestStartShutdownTwice(t *testing.T) {

@@ -83,8 +83,8 @@ type Dist struct {
 	// Values are a summary's quantile values, one per bound.
 	Values []float64
 
-	rendered       []float64 // the Bounds whose canonical text is in les
-	les            [][]byte  // canonical text of each bound
+	rendered []float64 // the Bounds whose canonical text is in les
+	les      [][]byte  // canonical text of each bound
 }
 
 // boundTexts returns the canonical text of every bound, re-rendering only
