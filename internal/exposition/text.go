@@ -13,6 +13,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
 )
@@ -219,8 +220,13 @@ func AppendFloat(dst []byte, v float64) []byte {
 }
 
 // appendEscaped escapes backslash and newline, and the double quote too when
-// quote is set (label values; HELP in 0.0.4 leaves quotes alone).
+// quote is set (label values; HELP in 0.0.4 leaves quotes alone). Invalid
+// UTF-8 becomes U+FFFD: every Prometheus parser rejects the whole scrape for
+// one invalid byte, and pdata strings can hold any bytes.
 func appendEscaped(dst []byte, s string, quote bool) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\\':

@@ -148,8 +148,11 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 
 var plusInf = []byte("+Inf")
 
+// appendSumCount writes _sum (when the point has one) and _count. A
+// histogram with negative bucket bounds gets no _sum: OpenMetrics forbids it
+// there, and every format writes the same samples.
 func appendSumCount(dst []byte, names *familyNames, labels []byte, d *Dist) []byte {
-	if d.HasSum {
+	if d.HasSum && (len(d.Counts) == 0 || len(d.Bounds) == 0 || d.Bounds[0] >= 0) {
 		dst = appendPrefix(dst, names.sum, names.quoted, labels, "", nil)
 		dst = exposition.AppendSample(dst, d.Sum)
 	}

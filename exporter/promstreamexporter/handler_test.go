@@ -1,0 +1,389 @@
+package promstreamexporter
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
+	"github.com/otelgateway/otelgateway/internal/testutil"
+)
+
+// gauges builds one gauge "g" with a point per value of attribute "k".
+func gauges(values ...string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("g")
+	dps := g.SetEmptyGauge().DataPoints()
+	for i, v := range values {
+		dp := dps.AppendEmpty()
+		dp.Attributes().PutStr("k", v)
+		dp.SetIntValue(int64(i))
+	}
+	return md
+}
+
+func sampleLines(body string) []string {
+	var out []string
+	for line := range strings.SplitSeq(body, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestShardsPartitionTheSeries(t *testing.T) {
+	e, _ := newTestExporter(t)
+	var values []string
+	for i := range 1000 {
+		values = append(values, strconv.Itoa(i))
+	}
+	if err := e.consumeMetrics(context.Background(), gauges(values...)); err != nil {
+		t.Fatal(err)
+	}
+	all := sampleLines(get(t, e, metricsPath, nil).Body.String())
+	var union []string
+	for i := range 3 {
+		rec := get(t, e, metricsPath+"?shard="+strconv.Itoa(i)+"&shards=3", nil)
+		part := sampleLines(rec.Body.String())
+		if len(part) < 250 || len(part) > 420 {
+			t.Errorf("shard %d holds %d of 1000 series: not a fair split", i, len(part))
+		}
+		union = append(union, part...)
+	}
+	sort.Strings(all)
+	sort.Strings(union)
+	if strings.Join(all, "\n") != strings.Join(union, "\n") {
+		t.Fatalf("the shards together hold %d lines, the whole table %d: not a partition", len(union), len(all))
+	}
+}
+
+func TestBadShardQueryIs400(t *testing.T) {
+	e, tel := newTestExporter(t)
+	for _, q := range []string{"?shard=3&shards=3", "?shard=0&shards=0", "?shards=2", "?shard=x&shards=2"} {
+		if rec := get(t, e, metricsPath+q, nil); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, rec.Code)
+		}
+	}
+	if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_scrapes", attribute.String("outcome", "bad_request")); n != 4 {
+		t.Errorf("bad_request scrapes = %d, want 4", n)
+	}
+}
+
+func TestNameFilter(t *testing.T) {
+	e, _ := newTestExporter(t)
+	if err := e.consumeMetrics(context.Background(), kindsMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	body := get(t, e, metricsPath+"?name[]=rpc_duration_seconds&name[]=kong_request_latency_milliseconds_bucket", nil).Body.String()
+	var families []string
+	for line := range strings.SplitSeq(body, "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			families = append(families, strings.Fields(name)[0])
+		}
+	}
+	if strings.Join(families, ",") != "kong_request_latency_milliseconds,rpc_duration_seconds" {
+		t.Fatalf("families served: %v", families)
+	}
+}
+
+func TestConcurrentScrapeLimit(t *testing.T) {
+	e, tel := newTestExporter(t)
+	for range cap(e.slots) {
+		e.slots <- struct{}{} // every slot taken by a scrape in progress
+	}
+	rec := get(t, e, metricsPath, nil)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("scrape over the limit: %d Retry-After=%q, want 503 and 1", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	<-e.slots
+	if rec := get(t, e, metricsPath, nil); rec.Code != http.StatusOK {
+		t.Fatalf("scrape with a free slot: %d", rec.Code)
+	}
+	if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_scrapes", attribute.String("outcome", "rejected")); n != 1 {
+		t.Errorf("rejected scrapes = %d, want 1", n)
+	}
+}
+
+func TestScrapeTimeoutAborts(t *testing.T) {
+	e, tel := newTestExporter(t)
+	if err := e.consumeMetrics(context.Background(), gatewayMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", r)
+		}
+		if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_scrapes", attribute.String("outcome", "timeout")); n != 1 {
+			t.Errorf("timeout scrapes = %d, want 1", n)
+		}
+	}()
+	// A deadline that has passed before the first page is rendered.
+	get(t, e, metricsPath, http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {"0.000000001"}})
+}
+
+func TestMaxSeries(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	cfg := createDefaultConfig()
+	cfg.MaxSeries = 2
+	e, err := newExporter(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.telemetry.Shutdown()
+	if err := e.consumeMetrics(context.Background(), gauges("a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	// Existing series keep updating; only the third is refused.
+	if err := e.consumeMetrics(context.Background(), gauges("a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if got := sampleLines(get(t, e, metricsPath, nil).Body.String()); strings.Join(got, "|") != `g{k="a"} 0|g{k="b"} 1` {
+		t.Fatalf("served %q", got)
+	}
+	if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_dropped_points", attribute.String("reason", "max_series")); n != 2 {
+		t.Errorf("max_series drops = %d, want 2", n)
+	}
+}
+
+func TestNoRecordedValueRemovesTheSeries(t *testing.T) {
+	e, _ := newTestExporter(t)
+	if err := e.consumeMetrics(context.Background(), gauges("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	md := gauges("a")
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).
+		SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	if got := sampleLines(get(t, e, metricsPath, nil).Body.String()); strings.Join(got, "|") != `g{k="b"} 1` {
+		t.Fatalf("served %q, want only b", got)
+	}
+}
+
+func TestAttributesThatTranslateAlikeShareOneSeries(t *testing.T) {
+	e, _ := newTestExporter(t)
+	md := pmetric.NewMetrics()
+	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("g")
+	dps := g.SetEmptyGauge().DataPoints()
+	for i, k := range []string{"http.route", "http_route"} {
+		dp := dps.AppendEmpty()
+		dp.Attributes().PutStr(k, "/a")
+		dp.SetIntValue(int64(i + 1))
+	}
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	// One Prometheus series; the last write wins. Never a duplicate line.
+	if got := sampleLines(get(t, e, metricsPath, nil).Body.String()); strings.Join(got, "|") != `g{http_route="/a"} 2` {
+		t.Fatalf("served %q", got)
+	}
+}
+
+func TestNamingOptions(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Namespace = "edge"
+	cfg.ConstLabels = map[string]string{"region": "eu-1"}
+	cfg.ResourceToTelemetryConversion.Enabled = true
+	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.telemetry.Shutdown()
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "kong")
+	rm.Resource().Attributes().PutStr("service.instance.id", "n1")
+	rm.Resource().Attributes().PutStr("k8s.pod.name", "kong-0")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("s")
+	sm.Scope().Attributes().PutStr("team", "edge")
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("up")
+	g.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP edge_target_info Target metadata
+# TYPE edge_target_info gauge
+edge_target_info{instance="n1",job="kong",k8s_pod_name="kong-0"} 1
+# TYPE edge_up gauge
+edge_up{instance="n1",job="kong",k8s_pod_name="kong-0",otel_scope_name="s",otel_scope_team="edge",region="eu-1",service_instance_id="n1",service_name="kong"} 1
+`
+	if got := get(t, e, metricsPath, nil).Body.String(); got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestUTF8NamesFollowTheNegotiatedEscaping(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.TranslationStrategy = noUTF8EscapingWithSuffixes
+	cfg.WithoutScopeInfo = true
+	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.telemetry.Shutdown()
+	md := pmetric.NewMetrics()
+	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("http.server.active")
+	dp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.Attributes().PutStr("http.route", "/a")
+	dp.SetIntValue(3)
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ accept, want string }{
+		{"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8", "# TYPE \"http.server.active\" gauge\n{\"http.server.active\",\"http.route\"=\"/a\"} 3\n# EOF\n"},
+		{"text/plain;version=1.0.0;escaping=allow-utf-8", "# TYPE \"http.server.active\" gauge\n{\"http.server.active\",\"http.route\"=\"/a\"} 3\n"},
+		{"text/plain;version=0.0.4", "# TYPE http_server_active gauge\nhttp_server_active{http_route=\"/a\"} 3\n"},
+		{"text/plain;version=1.0.0;escaping=dots", "# TYPE http_dot_server_dot_active gauge\nhttp_dot_server_dot_active{http_dot_route=\"/a\"} 3\n"},
+		{"text/plain;version=1.0.0;escaping=values", "# TYPE U__http_2e_server_2e_active gauge\nU__http_2e_server_2e_active{U__http_2e_route=\"/a\"} 3\n"},
+	}
+	for _, c := range cases {
+		rec := get(t, e, metricsPath, http.Header{"Accept": {c.accept}})
+		if got := rec.Body.String(); got != c.want {
+			t.Errorf("Accept %s:\ngot:\n%s\nwant:\n%s", c.accept, got, c.want)
+		}
+		parseAll(t, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
+	}
+}
+
+func TestHostileLabelValuesParse(t *testing.T) {
+	e, _ := newTestExporter(t)
+	hostile := []string{
+		"quote\" back\\slash new\nline",
+		"invalid utf-8: \xff\xfe",
+		strings.Repeat("x", 64<<10),
+		"} 1\nfake_metric 2",
+	}
+	if err := e.consumeMetrics(context.Background(), gauges(hostile...)); err != nil {
+		t.Fatal(err)
+	}
+	for _, accept := range []string{acceptText004, acceptOpenMetrics} {
+		rec := get(t, e, metricsPath, http.Header{"Accept": {accept}})
+		got := parseAll(t, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
+		if len(got) != len(hostile) {
+			t.Fatalf("Accept %s: parsed %d series, want %d", accept, len(got), len(hostile))
+		}
+		for _, s := range got {
+			if strings.Contains(s, "fake_metric") && !strings.Contains(s, "k=") {
+				t.Fatalf("a label value escaped into a sample: %q", s)
+			}
+		}
+	}
+}
+
+// TestConcurrentIngestAndScrape runs scrapes while counters are updated; the
+// final scrape must show every counter's exact last value.
+func TestConcurrentIngestAndScrape(t *testing.T) {
+	e, _ := newTestExporter(t)
+	const rounds = 200
+	counter := func(round int) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		c := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		c.SetName("c")
+		s := c.SetEmptySum()
+		s.SetIsMonotonic(true)
+		s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		for k := range 300 {
+			dp := s.DataPoints().AppendEmpty()
+			dp.Attributes().PutInt("k", int64(k))
+			dp.SetIntValue(int64(round))
+		}
+		return md
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for r := 1; r <= rounds; r++ {
+			if err := e.consumeMetrics(context.Background(), counter(r)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Go(func() {
+		for range 50 {
+			if rec := get(t, e, metricsPath, nil); rec.Code != http.StatusOK {
+				t.Errorf("scrape: %d", rec.Code)
+			}
+		}
+	})
+	wg.Wait()
+	lines := sampleLines(get(t, e, metricsPath, nil).Body.String())
+	if len(lines) != 300 {
+		t.Fatalf("%d series, want 300", len(lines))
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, " "+strconv.Itoa(rounds)) {
+			t.Fatalf("series %q does not hold the last value %d", l, rounds)
+		}
+	}
+}
+
+// TestClientDisconnectReleasesTheScrape: a scraper that hangs up mid-body
+// frees its slot at once (the deferred release runs, no goroutine lingers:
+// goleak checks at exit).
+func TestClientDisconnectReleasesTheScrape(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
+	cfg.MaxConcurrentScrapes = 1
+	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exp.Shutdown(context.Background()) }()
+	var values []string
+	for i := range 50_000 {
+		values = append(values, strconv.Itoa(i)+strings.Repeat("v", 40))
+	}
+	if err := exp.ConsumeMetrics(context.Background(), gauges(values...)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", cfg.ServerConfig.NetAddr.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if _, err := bufio.NewReader(conn).ReadString('\n'); err != nil { // the status line: the scrape is running
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	// With max_concurrent_scrapes 1, the next scrape succeeds only once the
+	// abandoned one released its slot.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + cfg.ServerConfig.NetAddr.Endpoint + metricsPath)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned scrape never released its slot")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
