@@ -386,4 +386,3 @@ func TestClientDisconnectReleasesTheScrape(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
