@@ -188,6 +188,50 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	}
 	d.Counts = counts
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
+	d.Native = nativeOf(d.Native, dp)
+}
+
+// Prometheus native histograms take schemas -4 to 8; OTel scales go to 20.
+const maxNativeSchema, minNativeSchema = 8, -4
+
+// nativeOf converts an exponential histogram point into a native histogram,
+// merging buckets down to schema 8 when the scale is finer (each step halves
+// the resolution: OTel index i goes to i>>1). A scale below -4 has no native
+// form; the point is then only written with classic buckets.
+func nativeOf(n *series.Native, dp pmetric.ExponentialHistogramDataPoint) *series.Native {
+	scale := dp.Scale()
+	if scale < minNativeSchema {
+		return nil
+	}
+	shift := max(scale-maxNativeSchema, 0)
+	if n == nil {
+		n = new(series.Native)
+	}
+	n.Schema = scale - shift
+	n.ZeroThreshold = dp.ZeroThreshold()
+	n.ZeroCount = dp.ZeroCount()
+	n.PosOffset, n.Pos = downscale(n.Pos[:0], dp.Positive(), shift)
+	n.NegOffset, n.Neg = downscale(n.Neg[:0], dp.Negative(), shift)
+	return n
+}
+
+// downscale merges buckets by 2^shift and returns the Prometheus index of the
+// first bucket (OTel index + 1: OTel's bucket i is (base^i, base^(i+1)],
+// Prometheus's i is (base^(i-1), base^i]).
+func downscale(dst []uint64, b pmetric.ExponentialHistogramDataPointBuckets, shift int32) (int32, []uint64) {
+	counts := b.BucketCounts()
+	if counts.Len() == 0 {
+		return 0, dst
+	}
+	first := b.Offset() >> shift
+	for j := 0; j < counts.Len(); j++ {
+		idx := int((b.Offset()+int32(j))>>shift - first)
+		for len(dst) <= idx {
+			dst = append(dst, 0)
+		}
+		dst[idx] += counts.At(j)
+	}
+	return first + 1, dst
 }
 
 // setBounds keeps d.Bounds when they did not change (the rendered le texts

@@ -84,6 +84,7 @@ const fmtText100 expfmt.Format = "text/plain; version=1.0.0; charset=utf-8"
 // accepted lists what the exporter writes, in the order expfmt tries them for
 // each clause of the Accept header (the scraper's weights decide first).
 var accepted = []expfmt.Format{
+	expfmt.FmtProtoDelim,
 	expfmt.FmtOpenMetrics_1_0_0,
 	expfmt.FmtOpenMetrics_0_0_1,
 	fmtText100,
@@ -112,6 +113,7 @@ func Negotiate(h http.Header) Negotiated {
 	switch expfmt.Format(base) {
 	case expfmt.FmtProtoDelim:
 		n.Format = FormatProtoDelim
+		base = string(expfmt.FmtProtoDelim)
 	case expfmt.FmtOpenMetrics_1_0_0:
 		n.Format = FormatOpenMetrics100
 	case expfmt.FmtOpenMetrics_0_0_1:

@@ -27,7 +27,8 @@ type Query struct {
 // Writer renders the table. It keeps its buffers between scrapes; one Writer
 // serves one scrape at a time.
 type Writer struct {
-	buf      []byte
+	buf       []byte
+	protoBody []byte
 	families []*Family
 	pages    []*page
 	scratch  []byte
@@ -60,17 +61,24 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		if live == 0 {
 			continue
 		}
-		wr.buf = f.appendHeader(wr.buf, q)
+		proto := q.Format == exposition.FormatProtoDelim
+		if !proto {
+			wr.buf = f.appendHeader(wr.buf, q)
+		}
 		for _, p := range wr.pages {
 			if err := ctx.Err(); err != nil {
 				return written, err
 			}
 			p.mu.Lock()
-			for _, s := range p.series {
-				if q.Shards > 1 && s.hash%q.Shards != q.Shard {
-					continue
+			if proto {
+				wr.buf = wr.appendProtoPage(wr.buf, f, p, q)
+			} else {
+				for _, s := range p.series {
+					if q.Shards > 1 && s.hash%q.Shards != q.Shard {
+						continue
+					}
+					wr.buf = wr.appendSeries(wr.buf, f, s, q)
 				}
-				wr.buf = wr.appendSeries(wr.buf, f, s, q)
 			}
 			p.mu.Unlock()
 			if len(wr.buf) >= flushAt {

@@ -83,6 +83,10 @@ type Dist struct {
 	// Values are a summary's quantile values, one per bound.
 	Values []float64
 
+	// Native is set for exponential histograms: the protobuf format writes
+	// them as native histograms (besides the classic buckets above).
+	Native *Native
+
 	rendered []float64 // the Bounds whose canonical text is in les
 	les      [][]byte  // canonical text of each bound
 }
@@ -109,6 +113,9 @@ type Series struct {
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
 	utf8    []byte
 	list    []exposition.Label
+	// proto and protoUTF8 cache the LabelPair encoding, built on the first
+	// protobuf scrape (guarded by page.mu).
+	proto, protoUTF8 []byte
 	hash    uint64
 	page    *page
 	updated atomic.Int64

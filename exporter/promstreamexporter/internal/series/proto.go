@@ -1,0 +1,255 @@
+package series
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/otelgateway/otelgateway/internal/exposition"
+)
+
+// The Prometheus protobuf format (io.prometheus.client.MetricFamily, as
+// length-delimited messages) is written by hand: each field is a tag and a
+// value, and building dto structs per series per scrape is the cost this
+// exporter exists to avoid. Field numbers are those of
+// prometheus/client_model metrics.proto.
+
+// Native holds an exponential histogram in the form of a Prometheus native
+// histogram: schema, zero bucket and one span of consecutive buckets per
+// side (a span may contain empty buckets, which the format allows).
+type Native struct {
+	Schema        int32
+	ZeroThreshold float64
+	ZeroCount     uint64
+	// PosOffset and NegOffset are Prometheus bucket indexes of the first
+	// bucket of each span (Prometheus index i covers (base^(i-1), base^i]).
+	PosOffset, NegOffset int32
+	Pos, Neg             []uint64 // absolute counts per bucket
+}
+
+// Family type numbers of MetricType.
+func protoType(t exposition.Type) uint64 {
+	switch t {
+	case exposition.TypeCounter:
+		return 0
+	case exposition.TypeGauge:
+		return 1
+	case exposition.TypeSummary:
+		return 2
+	case exposition.TypeHistogram:
+		return 4
+	default:
+		return 3
+	}
+}
+
+func appendTag(dst []byte, field, wire uint64) []byte {
+	return binary.AppendUvarint(dst, field<<3|wire)
+}
+
+func appendString(dst []byte, field uint64, s []byte) []byte {
+	dst = appendTag(dst, field, 2)
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendDouble(dst []byte, field uint64, v float64) []byte {
+	dst = appendTag(dst, field, 1)
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+func appendVarint(dst []byte, field, v uint64) []byte {
+	dst = appendTag(dst, field, 0)
+	return binary.AppendUvarint(dst, v)
+}
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+// message wraps the bytes appended by body as a length-delimited field. It
+// reserves the worst-case length prefix and moves the body back when the
+// length is shorter, so no second buffer is needed.
+func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
+	dst = appendTag(dst, field, 2)
+	const reserve = binary.MaxVarintLen32
+	start := len(dst)
+	dst = append(dst, make([]byte, reserve)...)
+	dst = body(dst)
+	n := len(dst) - start - reserve
+	var prefix [binary.MaxVarintLen64]byte
+	p := binary.PutUvarint(prefix[:], uint64(n))
+	copy(dst[start:], prefix[:p])
+	copy(dst[start+p:], dst[start+reserve:])
+	return dst[:start+p+n]
+}
+
+// protoLabels returns the series' labels as encoded LabelPair fields, built
+// on the first protobuf scrape from the text rendering and kept (the caller
+// holds the page lock).
+func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte) []byte {
+	text := s.labelsFor(e, scratch)
+	if s.utf8 == nil || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
+		cache := &s.proto
+		if e == exposition.EscapeNone && s.utf8 != nil {
+			cache = &s.protoUTF8
+		}
+		if *cache == nil {
+			*cache = encodeLabelPairs(nil, text)
+		}
+		return *cache
+	}
+	return encodeLabelPairs(nil, text)
+}
+
+// encodeLabelPairs turns our own rendering `a="x",b="y"` (names possibly
+// quoted, values escaped) into LabelPair fields.
+func encodeLabelPairs(dst []byte, text []byte) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, len(text)+16) // non-nil even when empty: the cache reads nil as "not built"
+	}
+	for len(text) > 0 {
+		var name, value []byte
+		name, text = readToken(text)
+		text = text[1:] // '='
+		value, text = readToken(text)
+		if len(text) > 0 {
+			text = text[1:] // ','
+		}
+		dst = message(dst, 1, func(b []byte) []byte {
+			b = appendString(b, 1, name)
+			return appendString(b, 2, value)
+		})
+	}
+	return dst
+}
+
+// readToken reads a bare name or a quoted, escaped string.
+func readToken(b []byte) (tok, rest []byte) {
+	if len(b) == 0 || b[0] != '"' {
+		i := 0
+		for i < len(b) && b[i] != '=' && b[i] != ',' {
+			i++
+		}
+		return b[:i], b[i:]
+	}
+	var out []byte
+	i := 1
+	for ; i < len(b) && b[i] != '"'; i++ {
+		if b[i] == '\\' && i+1 < len(b) {
+			i++
+			if b[i] == 'n' {
+				out = append(out, '\n')
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return out, b[i+1:]
+}
+
+// appendProtoPage writes one MetricFamily message holding the series of
+// one page (a family spans several messages; Prometheus's parser reads each
+// on its own). The caller holds the page lock.
+func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []byte {
+	body := wr.protoBody[:0]
+	name := []byte(f.names[q.Escaping].base)
+	if f.names[q.Escaping].quoted {
+		name = []byte(f.name)
+	}
+	body = appendString(body, 1, name)
+	if f.help != "" {
+		body = appendString(body, 2, []byte(f.help))
+	}
+	body = appendVarint(body, 3, protoType(f.typ))
+	n := 0
+	for _, s := range p.series {
+		if q.Shards > 1 && s.hash%q.Shards != q.Shard {
+			continue
+		}
+		labels := s.protoLabels(q.Escaping, &wr.scratch)
+		body = message(body, 4, func(b []byte) []byte {
+			b = append(b, labels...)
+			return appendProtoValue(b, f.typ, s)
+		})
+		n++
+	}
+	wr.protoBody = body
+	if n == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(body)))
+	return append(dst, body...)
+}
+
+func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
+	switch t {
+	case exposition.TypeCounter:
+		return message(b, 3, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
+	case exposition.TypeGauge:
+		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
+	case exposition.TypeSummary:
+		d := s.dist
+		if d == nil {
+			return b
+		}
+		return message(b, 4, func(b []byte) []byte {
+			b = appendVarint(b, 1, d.Count)
+			b = appendDouble(b, 2, d.Sum)
+			for i, v := range d.Values {
+				b = message(b, 3, func(b []byte) []byte {
+					b = appendDouble(b, 1, d.Bounds[i])
+					return appendDouble(b, 2, v)
+				})
+			}
+			return b
+		})
+	case exposition.TypeHistogram:
+		d := s.dist
+		if d == nil {
+			return b
+		}
+		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d) })
+	default:
+		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
+	}
+}
+
+func appendProtoHistogram(b []byte, d *Dist) []byte {
+	b = appendVarint(b, 1, d.Count)
+	if d.HasSum {
+		b = appendDouble(b, 2, d.Sum)
+	}
+	for i, c := range d.Counts {
+		b = message(b, 3, func(b []byte) []byte {
+			b = appendVarint(b, 1, c)
+			return appendDouble(b, 2, d.Bounds[i])
+		})
+	}
+	n := d.Native
+	if n == nil {
+		return b
+	}
+	b = appendVarint(b, 5, zigzag(int64(n.Schema)))
+	b = appendDouble(b, 6, n.ZeroThreshold)
+	b = appendVarint(b, 7, n.ZeroCount)
+	b = appendSide(b, 9, 10, n.NegOffset, n.Neg)
+	return appendSide(b, 12, 13, n.PosOffset, n.Pos)
+}
+
+// appendSide writes one span and the delta-encoded counts of one side.
+func appendSide(b []byte, spanField, deltaField uint64, offset int32, counts []uint64) []byte {
+	if len(counts) == 0 {
+		return b
+	}
+	b = message(b, spanField, func(b []byte) []byte {
+		b = appendVarint(b, 1, zigzag(int64(offset)))
+		return appendVarint(b, 2, uint64(len(counts)))
+	})
+	return message(b, deltaField, func(b []byte) []byte {
+		var prev int64
+		for _, c := range counts {
+			b = binary.AppendUvarint(b, zigzag(int64(c)-prev))
+			prev = int64(c)
+		}
+		return b
+	})
+}
+
