@@ -252,4 +252,3 @@ func appendSide(b []byte, spanField, deltaField uint64, offset int32, counts []u
 		return b
 	})
 }
-

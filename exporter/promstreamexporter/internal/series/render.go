@@ -29,9 +29,9 @@ type Query struct {
 type Writer struct {
 	buf       []byte
 	protoBody []byte
-	families []*Family
-	pages    []*page
-	scratch  []byte
+	families  []*Family
+	pages     []*page
+	scratch   []byte
 }
 
 // WriteTo streams the families q selects to w, page by page, and returns the

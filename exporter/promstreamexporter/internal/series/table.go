@@ -111,17 +111,17 @@ type Series struct {
 	// utf8 and list exist only for series with a name outside the legacy
 	// grammar (possible with the NoUTF8Escaping translation strategies):
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
-	utf8    []byte
-	list    []exposition.Label
+	utf8 []byte
+	list []exposition.Label
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
 	proto, protoUTF8 []byte
-	hash    uint64
-	page    *page
-	updated atomic.Int64
-	bits    atomic.Uint64
-	dist    *Dist
-	dead    bool // removed from its page; guarded by page.mu
+	hash             uint64
+	page             *page
+	updated          atomic.Int64
+	bits             atomic.Uint64
+	dist             *Dist
+	dead             bool // removed from its page; guarded by page.mu
 }
 
 // Hash is the series' identity hash, the one ?shard= selects on.
