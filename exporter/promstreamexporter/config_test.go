@@ -2,6 +2,7 @@ package promstreamexporter
 
 import (
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,16 +10,30 @@ import (
 )
 
 func TestConfig(t *testing.T) {
+	full := createDefaultConfig()
+	full.ServerConfig.NetAddr.Endpoint = "0.0.0.0:9999"
+	full.MetricExpiration = 90 * time.Second
+	full.MaxSeries = 500000
+	full.MaxConcurrentScrapes = 2
+	full.Namespace = "edge"
+	full.ConstLabels = map[string]string{"region": "eu-1"}
+	full.TranslationStrategy = noUTF8EscapingWithSuffixes
+	full.WithoutScopeInfo = true
+	full.ResourceToTelemetryConversion.Enabled = true
 	cases := []struct {
-		file       string
-		endpoint   string
-		expiration time.Duration
-		wantErr    string
+		file    string
+		want    *Config
+		wantErr string
 	}{
-		{file: "default.yaml", endpoint: defaultEndpoint, expiration: defaultMetricExpiration},
-		{file: "full.yaml", endpoint: "0.0.0.0:9999", expiration: 90 * time.Second},
+		{file: "default.yaml", want: createDefaultConfig()},
+		{file: "full.yaml", want: full},
 		{file: "invalid_expiration.yaml", wantErr: "metric_expiration must be positive, got 0s"},
 		{file: "empty_endpoint.yaml", wantErr: "endpoint must not be empty"},
+		{file: "bad_strategy.yaml", wantErr: `translation_strategy "Legacy" is not one of UnderscoreEscapingWithSuffixes, UnderscoreEscapingWithoutSuffixes, NoUTF8EscapingWithSuffixes, NoTranslation`},
+		{file: "zero_scrapes.yaml", wantErr: "max_concurrent_scrapes must be positive, got 0"},
+		{file: "negative_max_series.yaml", wantErr: "max_series must not be negative, got -1"},
+		{file: "bad_namespace.yaml", wantErr: `namespace "9lives" is not a valid Prometheus metric name prefix`},
+		{file: "bad_const_label.yaml", wantErr: `const_labels: "bad-name" is not a valid Prometheus label name`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -26,8 +41,8 @@ func TestConfig(t *testing.T) {
 			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantErr) {
 				return
 			}
-			if cfg.ServerConfig.NetAddr.Endpoint != c.endpoint || cfg.MetricExpiration != c.expiration {
-				t.Errorf("got endpoint %q expiration %v, want %q %v", cfg.ServerConfig.NetAddr.Endpoint, cfg.MetricExpiration, c.endpoint, c.expiration)
+			if !reflect.DeepEqual(cfg, c.want) {
+				t.Errorf("got %+v\nwant %+v", cfg, c.want)
 			}
 		})
 	}
