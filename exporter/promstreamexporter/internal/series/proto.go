@@ -86,10 +86,13 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 // holds the page lock).
 func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte) []byte {
 	text := s.labelsFor(e, scratch)
-	if s.utf8 == nil || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
-		cache := &s.proto
-		if e == exposition.EscapeNone && s.utf8 != nil {
-			cache = &s.protoUTF8
+	if s.utf8() == nil || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
+		if s.extra == nil {
+			s.extra = new(seriesExtra)
+		}
+		cache := &s.extra.proto
+		if e == exposition.EscapeNone && s.extra.utf8 != nil {
+			cache = &s.extra.protoUTF8
 		}
 		if *cache == nil {
 			*cache = encodeLabelPairs(nil, text)

@@ -173,16 +173,16 @@ func appendSumCount(dst []byte, names *familyNames, labels []byte, d *Dist) []by
 // strategy) have one rendering for every scheme; others render the dots and
 // values schemes into scratch at scrape time.
 func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) []byte {
-	if s.utf8 == nil {
+	if s.extra == nil || s.extra.utf8 == nil {
 		return s.labels
 	}
 	switch e {
 	case exposition.EscapeNone:
-		return s.utf8
+		return s.extra.utf8
 	case exposition.EscapeUnderscores:
 		return s.labels
 	default:
-		*scratch = exposition.AppendLabelPairs((*scratch)[:0], s.list, e)
+		*scratch = exposition.AppendLabelPairs((*scratch)[:0], s.extra.list, e)
 		return *scratch
 	}
 }

@@ -22,12 +22,14 @@
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelgateway/otelgateway/internal/exposition"
@@ -56,15 +58,11 @@ type Context struct {
 }
 
 // Key identifies a series inside its family: its context and the data
-// point's attributes. A Key passed to the table is borrowed; the table copies
-// what it keeps.
+// point's attributes. A Key passed to the table is borrowed; the table keeps
+// a packed copy of the attributes.
 type Key struct {
 	Context *Context
 	Attrs   pcommon.Map
-}
-
-func (k *Key) equal(o *Key) bool {
-	return k.Context == o.Context && k.Attrs.Equal(o.Attrs)
 }
 
 // Dist holds the values of a histogram or summary series. It is read and
@@ -106,8 +104,24 @@ func (d *Dist) boundTexts() [][]byte {
 
 // Series is one exposed time series (one sample line, or the lines of one
 // histogram or summary).
+//
+// Memory: a counter series costs its rendered label pairs, this struct and
+// its index entry (the packed attributes); everything rarer hangs off extra.
 type Series struct {
-	labels []byte // label pairs escaped with underscores, no braces
+	labels   []byte // label pairs escaped with underscores, no braces
+	extra    *seriesExtra
+	first    entry   // the index entry of the series' first key
+	sameHash *Series // next series with the same rendered-labels hash
+	hash     uint64
+	page     *page
+	updated  atomic.Int64
+	bits     atomic.Uint64
+	dist     *Dist
+	dead     bool // removed from its page; guarded by page.mu
+}
+
+// seriesExtra holds what most series never need.
+type seriesExtra struct {
 	// utf8 and list exist only for series with a name outside the legacy
 	// grammar (possible with the NoUTF8Escaping translation strategies):
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
@@ -116,12 +130,13 @@ type Series struct {
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
 	proto, protoUTF8 []byte
-	hash             uint64
-	page             *page
-	updated          atomic.Int64
-	bits             atomic.Uint64
-	dist             *Dist
-	dead             bool // removed from its page; guarded by page.mu
+}
+
+func (s *Series) utf8() []byte {
+	if s.extra == nil {
+		return nil
+	}
+	return s.extra.utf8
 }
 
 // Hash is the series' identity hash, the one ?shard= selects on.
@@ -232,10 +247,14 @@ type Family struct {
 	names  [exposition.NumEscapings]familyNames
 	legacy bool
 
-	mu       sync.Mutex
-	pages    []*page
-	index    map[uint64][]entry
-	byLabels map[string]*Series
+	mu    sync.Mutex
+	pages []*page
+	// index finds a series by key hash; collisions (rare) chain in entry.next.
+	index map[uint64]*entry
+	// byLabels finds a series by the hash of its rendered labels, so two keys
+	// that render alike share one series; hash collisions chain through
+	// Series.sameHash.
+	byLabels map[uint64]*Series
 	live     int
 }
 
@@ -245,8 +264,14 @@ type familyNames struct {
 }
 
 type entry struct {
-	key Key
-	s   *Series
+	ctx   *Context
+	attrs packedAttrs
+	s     *Series
+	next  *entry
+}
+
+func (e *entry) matches(key *Key) bool {
+	return e.ctx == key.Context && e.attrs.equal(key.Attrs)
 }
 
 type page struct {
@@ -258,8 +283,8 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 	f := &Family{
 		table: t, name: name, help: help, typ: typ,
 		legacy:   exposition.IsLegacyName(name),
-		index:    make(map[uint64][]entry),
-		byLabels: make(map[string]*Series),
+		index:    make(map[uint64]*entry),
+		byLabels: make(map[uint64]*Series),
 	}
 	for e := range exposition.NumEscapings {
 		n := exposition.EscapeName(name, e)
@@ -334,8 +359,8 @@ type LabelSource interface {
 func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, e := range f.index[hash] {
-		if e.key.equal(key) {
+	for e := f.index[hash]; e != nil; e = e.next {
+		if e.matches(key) {
 			e.s.updated.Store(now)
 			return e.s, nil
 		}
@@ -350,25 +375,44 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	if utf8 != nil {
 		dedupe = utf8
 	}
-	s := f.byLabels[string(dedupe)]
+	lh := xxhash.Sum64(dedupe)
+	s := f.sameLabels(lh, dedupe)
 	if s == nil {
 		if max := f.table.max; max > 0 && f.table.count.Load() >= max {
 			return nil, ErrLimit
 		}
-		s = &Series{labels: rendered, utf8: utf8, hash: hash}
+		s = &Series{labels: rendered, hash: hash}
 		if utf8 != nil {
-			s.list = slices.Clone(list)
+			s.extra = &seriesExtra{utf8: utf8, list: slices.Clone(list)}
 		}
-		f.byLabels[string(dedupe)] = s
+		s.sameHash = f.byLabels[lh]
+		f.byLabels[lh] = s
 		f.insertLocked(s)
 		f.live++
 		f.table.count.Add(1)
 	}
-	k := Key{Context: key.Context, Attrs: pcommon.NewMap()}
-	key.Attrs.CopyTo(k.Attrs)
-	f.index[hash] = append(f.index[hash], entry{key: k, s: s})
+	e := &s.first // most series have one key: its entry lives in the series
+	if e.s != nil {
+		e = new(entry)
+	}
+	*e = entry{ctx: key.Context, attrs: pack(key.Attrs), s: s, next: f.index[hash]}
+	f.index[hash] = e
 	s.updated.Store(now)
 	return s, nil
+}
+
+// sameLabels returns the series whose rendered labels are exactly rendered.
+func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
+	for s := f.byLabels[lh]; s != nil; s = s.sameHash {
+		own := s.labels
+		if u := s.utf8(); u != nil {
+			own = u
+		}
+		if bytes.Equal(own, rendered) {
+			return s
+		}
+	}
+	return nil
 }
 
 func allLegacy(list []exposition.Label) bool {
@@ -407,8 +451,8 @@ func (f *Family) insertLocked(s *Series) {
 func (f *Family) Remove(hash uint64, key *Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, e := range f.index[hash] {
-		if e.key.equal(key) {
+	for e := f.index[hash]; e != nil; e = e.next {
+		if e.matches(key) {
 			dead := e.s
 			f.removeLocked(func(s *Series) bool { return s == dead })
 			return true
@@ -452,17 +496,40 @@ func (f *Family) removeLocked(gone func(*Series) bool) int {
 		return 0
 	}
 	f.pages = slices.DeleteFunc(f.pages, func(p *page) bool { return len(p.series) == 0 })
-	for h, list := range f.index {
-		list = slices.DeleteFunc(list, func(e entry) bool { return e.s.dead })
-		if len(list) == 0 {
+	for h, e := range f.index {
+		var keep *entry
+		for ; e != nil; e = e.next {
+			if !e.s.dead {
+				keep = &entry{ctx: e.ctx, attrs: e.attrs, s: e.s, next: keep}
+			}
+		}
+		if keep == nil {
 			delete(f.index, h)
 		} else {
-			f.index[h] = list
+			f.index[h] = keep
 		}
 	}
-	for k, s := range f.byLabels {
-		if s.dead {
-			delete(f.byLabels, k)
+	for h, s := range f.byLabels {
+		var keep *Series
+		for ; s != nil; s = s.sameHash {
+			if !s.dead {
+				keep = s
+				break
+			}
+		}
+		// Relink the survivors of the chain.
+		for k := keep; k != nil; {
+			next := k.sameHash
+			for next != nil && next.dead {
+				next = next.sameHash
+			}
+			k.sameHash = next
+			k = next
+		}
+		if keep == nil {
+			delete(f.byLabels, h)
+		} else {
+			f.byLabels[h] = keep
 		}
 	}
 	f.live -= removed
