@@ -7,7 +7,8 @@
 // without sorting and without allocating, so the hot path can hash attributes
 // exactly as they arrive. A hash is never an identity on its own: callers
 // confirm a hit by comparing the real labels, because two label sets can
-// collide.
+// collide: Set is the exact, canonical encoding to compare against, and Cache
+// the bounded, collision-safe map from label set to handle built on both.
 package identity // import "github.com/otelgateway/otelgateway/internal/identity"
 
 import (

@@ -114,3 +114,19 @@ func CheckError(tb testing.TB, err error, want string) bool {
 	}
 	return err == nil
 }
+
+// DecodeConfig unmarshals and validates the YAML file into cfg and returns
+// the first error of either step, so config tests can pin the exact message
+// of a value rejected while decoding (a TextUnmarshaler) as well as of one
+// rejected by Validate.
+func DecodeConfig(tb testing.TB, file string, cfg any) error {
+	tb.Helper()
+	cm, err := confmaptest.LoadConf(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cm.Unmarshal(cfg); err != nil {
+		return err
+	}
+	return confmap.Validate(cfg)
+}

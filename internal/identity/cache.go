@@ -1,0 +1,270 @@
+package identity
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// ways is the associativity of the cache: a key can live in one of the 4
+// slots of its set, so two hot keys that share a set do not evict each other.
+const ways = 4
+
+// Cache is a bounded map from a label set to a handle V (for example the
+// state of one series), built for a read-mostly hot path.
+//
+// Key: a namespace ns chosen by the caller (an exact id such as a registered
+// metric, so equal attributes of two metrics are two keys) plus an attribute
+// set. The caller supplies h = OfMap(attrs) (or a hash of its own, which is
+// how tests force collisions); the cache mixes ns into it to pick a set.
+//
+// Layout: a power-of-two number of 4-way sets; a key may live in either of
+// two sets chosen by its hash (two-choice hashing); each slot is an atomic pointer
+// to an immutable entry {ns, h, Set, V}. A hit is confirmed by comparing ns
+// and the real attributes (Set.Equal), never by the hash alone, so two label
+// sets whose 64-bit hashes collide stay two entries.
+//
+// Bound: at most 4 × (number of sets) entries, the requested capacity rounded
+// up. When both candidate sets are full, the first evicts round-robin: no recency is written on a hit, so hits
+// never contend on a cache line. Eviction only drops the cache's copy of the
+// handle; the owner keeps the authoritative state, so an evicted key costs the
+// next caller a slow path (canonicalise, look up the owner) and nothing else:
+// never a value, a start time or whether a series exists.
+//
+// Concurrency: all methods are safe for concurrent use. Get takes no lock and
+// does not allocate. Add, Delete and the miss path of GetOrCreate take the
+// locks of the key's two sets only, in address order.
+type Cache[V comparable] struct {
+	sets  []cacheSet[V]
+	locks []setLock // locks[i] guards the writers of sets[i]
+	mask  uint64
+}
+
+// cacheSet is exactly one 64-byte cache line, so a probe reads one line
+// before it dereferences the one entry whose hash matches. hashes[i] is
+// written before slots[i] and both are re-checked against the entry, so a
+// reader that sees a torn pair only misses, it never returns a wrong handle.
+type cacheSet[V comparable] struct {
+	hashes [ways]atomic.Uint64
+	slots  [ways]atomic.Pointer[entry[V]]
+}
+
+// setLock serialises the writers of one set; readers never take it. Kept
+// apart from the sets so writers do not dirty the lines readers probe.
+type setLock struct {
+	mu   sync.Mutex
+	next uint32 // round-robin victim, guarded by mu
+}
+
+type entry[V comparable] struct {
+	ns, h uint64
+	set   Set
+	// order is the attribute order of the map the entry was added with
+	// (Set.orderOf): sources keep their order, so most hits compare in one
+	// sequential pass instead of searching m for each key.
+	order string
+	v     V
+}
+
+// matches reports whether e is the entry of (ns, attrs).
+func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
+	if e.h != h || e.ns != ns {
+		return false
+	}
+	if eq, sure := e.set.equalInOrder(e.order, attrs); sure {
+		return eq
+	}
+	return e.set.Equal(attrs)
+}
+
+// NewCache returns a cache holding at least capacity entries (minimum 4).
+func NewCache[V comparable](capacity int) *Cache[V] {
+	n := max(1, (capacity+ways-1)/ways)
+	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
+	return &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, n), mask: uint64(n - 1)}
+}
+
+// Capacity returns the number of entries the cache can hold.
+func (c *Cache[V]) Capacity() int { return len(c.sets) * ways }
+
+// pair returns the two sets a key may live in (two-choice hashing: with 4
+// ways and two candidate sets a cache stays conflict-free to a far higher
+// load than one set could, so a working set that fits does not thrash).
+// The two may be the same set.
+func (c *Cache[V]) pair(ns, h uint64) (a, b uint64) {
+	k := Combine(ns, h)
+	return k & c.mask, (k >> 32) & c.mask
+}
+
+// lock locks the writers of sets a and b in index order, so two writers
+// never deadlock, and returns the unlock.
+func (c *Cache[V]) lock(a, b uint64) func() {
+	if a == b {
+		c.locks[a].mu.Lock()
+		return c.locks[a].mu.Unlock
+	}
+	if a > b {
+		a, b = b, a
+	}
+	c.locks[a].mu.Lock()
+	c.locks[b].mu.Lock()
+	return func() { c.locks[b].mu.Unlock(); c.locks[a].mu.Unlock() }
+}
+
+func (s *cacheSet[V]) find(ns, h uint64, attrs pcommon.Map) *entry[V] {
+	for i := range s.hashes {
+		if s.hashes[i].Load() != h {
+			continue
+		}
+		if e := s.slots[i].Load(); e != nil && e.matches(ns, h, attrs) {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *cacheSet[V]) store(i int, e *entry[V]) {
+	if e == nil {
+		s.slots[i].Store(nil)
+		return
+	}
+	s.hashes[i].Store(e.h)
+	s.slots[i].Store(e)
+}
+
+// free returns the number of empty slots and the index of one of them.
+func (s *cacheSet[V]) free() (n, idx int) {
+	for i := range s.slots {
+		if s.slots[i].Load() == nil {
+			if n == 0 {
+				idx = i
+			}
+			n++
+		}
+	}
+	return n, idx
+}
+
+// Get returns the handle cached for (ns, attrs), whose hash is h.
+//
+// Return values:
+//   - (v, true): an entry with this ns and exactly these attributes is cached;
+//   - (zero, false): none is, either because it was never added, because it
+//     was evicted or deleted, or because h differs from the hash it was added
+//     with. A false is never wrong about identity, only about speed.
+//
+// Get takes no lock and does not allocate; it may miss an Add that has not
+// returned yet.
+func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
+	a, b := c.pair(ns, h)
+	if e := c.sets[a].find(ns, h, attrs); e != nil {
+		return e.v, true
+	}
+	if b != a {
+		if e := c.sets[b].find(ns, h, attrs); e != nil {
+			return e.v, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// Add caches v for (ns, set) with hash h, where set is SetOf(attrs), and
+// records the order of attrs (hits from a source that keeps its attribute
+// order are then confirmed in one pass). It reports whether another key
+// was evicted to make room.
+//
+// Return values:
+//   - false: an entry of the same (ns, set) was replaced (there is never more
+//     than one), or a free slot was used;
+//   - true: both candidate sets were full and the round-robin victim of the
+//     first, a different key, was evicted.
+func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
+	e := &entry[V]{ns: ns, h: h, set: set, order: set.orderOf(attrs), v: v}
+	a, b := c.pair(ns, h)
+	defer c.lock(a, b)()
+	return c.addLocked(a, b, e)
+}
+
+// addLocked stores e; the caller holds the locks of sets a and b.
+func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
+	sa, sb := &c.sets[a], &c.sets[b]
+	// One entry per key: replace it wherever it is.
+	for _, s := range [2]*cacheSet[V]{sa, sb} {
+		for i := range s.slots {
+			if old := s.slots[i].Load(); old != nil && old.h == e.h && old.ns == e.ns && old.set == e.set {
+				s.store(i, e)
+				return false
+			}
+		}
+	}
+	// Place into the emptier set (the "power of two choices"): it keeps the
+	// fullest set far emptier than filling a first would.
+	fa, ia := sa.free()
+	fb, ib := sb.free()
+	switch {
+	case fa > 0 && fa >= fb:
+		sa.store(ia, e)
+		return false
+	case fb > 0:
+		sb.store(ib, e)
+		return false
+	}
+	l := &c.locks[a]
+	victim := int(l.next % ways)
+	l.next++
+	sa.store(victim, e)
+	return true
+}
+
+// GetOrCreate returns the handle of (ns, attrs), calling create on a miss.
+//
+// Return values:
+//   - (v, true, false): a hit, exactly as Get; create is not called;
+//   - (v, false, evicted): a miss; create was called once with the canonical
+//     Set of attrs, its result is cached and returned, and evicted says
+//     whether another key made room.
+//
+// Concurrent first misses for one key converge: create runs under the locks
+// of the key's two sets, which are re-probed first, so while the entry stays
+// cached exactly one caller creates and the others receive its handle. After
+// an eviction create may run again for the same key, so create must itself
+// be idempotent (look the handle up in the authoritative state before making
+// one). create must not call back into this cache.
+func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
+	if v, ok := c.Get(ns, h, attrs); ok {
+		return v, true, false
+	}
+	a, b := c.pair(ns, h)
+	defer c.lock(a, b)()
+	// Re-probe under the locks: another miss for the same key may have
+	// added it between our Get and the Lock.
+	if e := c.sets[a].find(ns, h, attrs); e != nil {
+		return e.v, true, false
+	}
+	if e := c.sets[b].find(ns, h, attrs); e != nil {
+		return e.v, true, false
+	}
+	set := SetOf(attrs)
+	v = create(set)
+	return v, false, c.addLocked(a, b, &entry[V]{ns: ns, h: h, set: set, order: set.orderOf(attrs), v: v})
+}
+
+// Delete removes the entry of (ns, set) if it still holds v, and reports
+// whether it did. Comparing v keeps a late Delete (say, of an expired series)
+// from removing the entry of a newer handle added for the same key.
+func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
+	a, b := c.pair(ns, h)
+	defer c.lock(a, b)()
+	for _, s := range [2]*cacheSet[V]{&c.sets[a], &c.sets[b]} {
+		for i := range s.slots {
+			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {
+				s.store(i, nil)
+				return true
+			}
+		}
+	}
+	return false
+}

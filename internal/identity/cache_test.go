@@ -1,0 +1,188 @@
+package identity
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func TestCacheHitMissAndNamespaces(t *testing.T) {
+	c := NewCache[int](16)
+	a := gatewayAttrs("/a")
+	if _, ok := c.Get(1, OfMap(a), a); ok {
+		t.Fatal("hit on an empty cache")
+	}
+	if c.Add(1, OfMap(a), a, SetOf(a), 10) {
+		t.Fatal("Add into an empty cache evicted")
+	}
+	if v, ok := c.Get(1, OfMap(a), a); !ok || v != 10 {
+		t.Fatalf("Get = %d, %v; want 10, true", v, ok)
+	}
+	// Same attributes in another namespace (another metric) are another key.
+	if _, ok := c.Get(2, OfMap(a), a); ok {
+		t.Fatal("namespace 2 hit the entry of namespace 1")
+	}
+	// Re-adding a key replaces its entry instead of duplicating it.
+	c.Add(1, OfMap(a), a, SetOf(a), 11)
+	if v, _ := c.Get(1, OfMap(a), a); v != 11 {
+		t.Fatalf("after replace Get = %d, want 11", v)
+	}
+	if c.Delete(1, OfMap(a), SetOf(a), 10) {
+		t.Fatal("Delete removed an entry holding another value")
+	}
+	if !c.Delete(1, OfMap(a), SetOf(a), 11) {
+		t.Fatal("Delete did not remove the entry")
+	}
+	if _, ok := c.Get(1, OfMap(a), a); ok {
+		t.Fatal("hit after Delete")
+	}
+}
+
+// TestCacheForcedCollision gives two different label sets the same hash, as
+// a 64-bit (or 128-bit) collision would: they must stay two entries.
+func TestCacheForcedCollision(t *testing.T) {
+	const h = 42 // the test hook: callers pass the hash
+	c := NewCache[string](4)
+	a, b := gatewayAttrs("/a"), gatewayAttrs("/b")
+	c.Add(7, h, a, SetOf(a), "a")
+	c.Add(7, h, b, SetOf(b), "b")
+	if v, ok := c.Get(7, h, a); !ok || v != "a" {
+		t.Fatalf("Get(a) = %q, %v; want a, true", v, ok)
+	}
+	if v, ok := c.Get(7, h, b); !ok || v != "b" {
+		t.Fatalf("Get(b) = %q, %v; want b, true", v, ok)
+	}
+	other := gatewayAttrs("/c")
+	if _, ok := c.Get(7, h, other); ok {
+		t.Fatal("a third set with the same hash hit")
+	}
+}
+
+func TestCacheEvictionIsBoundedAndRoundRobin(t *testing.T) {
+	c := NewCache[int](4) // one set of 4 ways
+	if c.Capacity() != 4 {
+		t.Fatalf("capacity = %d, want 4", c.Capacity())
+	}
+	maps := make([]pcommon.Map, 6)
+	evictions := 0
+	for i := range maps {
+		maps[i] = gatewayAttrs(string(rune('a' + i)))
+		if c.Add(0, OfMap(maps[i]), maps[i], SetOf(maps[i]), i) {
+			evictions++
+		}
+	}
+	if evictions != 2 {
+		t.Fatalf("evictions = %d, want 2", evictions)
+	}
+	// Round-robin: the first two added were evicted, the last four remain.
+	for i, m := range maps {
+		v, ok := c.Get(0, OfMap(m), m)
+		if want := i >= 2; ok != want || (ok && v != i) {
+			t.Errorf("entry %d: Get = %d, %v; want present=%v", i, v, ok, want)
+		}
+	}
+}
+
+func TestCacheGetOrCreate(t *testing.T) {
+	c := NewCache[*int](8)
+	m := gatewayAttrs("/a")
+	var created int
+	create := func(s Set) *int {
+		created++
+		if s != SetOf(m) {
+			t.Errorf("create got set %q, want %q", s, SetOf(m))
+		}
+		return new(int)
+	}
+	v1, hit, _ := c.GetOrCreate(3, OfMap(m), m, create)
+	v2, hit2, _ := c.GetOrCreate(3, OfMap(m), m, create)
+	if hit || !hit2 || v1 != v2 || created != 1 {
+		t.Fatalf("hit=%v hit2=%v same=%v created=%d; want false true true 1", hit, hit2, v1 == v2, created)
+	}
+}
+
+// TestCacheConcurrentFirstMissesConverge starts many goroutines that miss
+// on the same key at once: create must run once and all must get its handle.
+func TestCacheConcurrentFirstMissesConverge(t *testing.T) {
+	const goroutines = 16
+	c := NewCache[*int](1024)
+	var created atomic.Int32
+	got := make([]*int, goroutines)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			m := gatewayAttrs("/same") // each goroutine has its own map
+			<-start
+			got[g], _, _ = c.GetOrCreate(1, OfMap(m), m, func(Set) *int {
+				created.Add(1)
+				return new(int)
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := created.Load(); n != 1 {
+		t.Fatalf("create ran %d times, want 1", n)
+	}
+	for g := range got {
+		if got[g] != got[0] {
+			t.Fatalf("goroutine %d got another handle", g)
+		}
+	}
+}
+
+func TestCacheHitDoesNotAllocate(t *testing.T) {
+	c := NewCache[*int](1024)
+	m := gatewayAttrs("/a")
+	h := OfMap(m)
+	c.Add(1, h, m, SetOf(m), new(int))
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := c.Get(1, h, m); !ok {
+			t.Fatal("miss")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Get hit allocated %.1f times, want 0", allocs)
+	}
+	create := func(Set) *int { panic("create on a hit") }
+	allocs = testing.AllocsPerRun(100, func() { c.GetOrCreate(1, h, m, create) })
+	if allocs != 0 {
+		t.Fatalf("GetOrCreate hit allocated %.1f times, want 0", allocs)
+	}
+}
+
+// TestCacheHitInAnotherOrder: the entry records the order it was added in;
+// the same set arriving in another order (or differing in one value at the
+// recorded place) must still be judged exactly.
+func TestCacheHitInAnotherOrder(t *testing.T) {
+	c := NewCache[int](16)
+	a := pcommon.NewMap()
+	a.PutStr("x", "1")
+	a.PutStr("y", "2")
+	a.PutInt("z", 3)
+	c.Add(1, OfMap(a), a, SetOf(a), 5)
+
+	reordered := pcommon.NewMap()
+	reordered.PutInt("z", 3)
+	reordered.PutStr("x", "1")
+	reordered.PutStr("y", "2")
+	if v, ok := c.Get(1, OfMap(reordered), reordered); !ok || v != 5 {
+		t.Fatalf("reordered: Get = %d, %v; want 5, true", v, ok)
+	}
+	changed := pcommon.NewMap()
+	a.CopyTo(changed)
+	changed.PutStr("y", "3")
+	if _, ok := c.Get(1, OfMap(a), changed); ok { // same hash forced: only the labels differ
+		t.Fatal("a map with another value hit")
+	}
+	renamed := pcommon.NewMap()
+	renamed.PutStr("x", "1")
+	renamed.PutStr("w", "2")
+	renamed.PutInt("z", 3)
+	if _, ok := c.Get(1, OfMap(a), renamed); ok {
+		t.Fatal("a map with another key hit")
+	}
+}

@@ -1,0 +1,106 @@
+package identity
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func gatewayAttrs(route string) pcommon.Map {
+	m := pcommon.NewMap()
+	m.PutStr("http.route", route)
+	m.PutStr("http.request.method", "GET")
+	m.PutInt("http.response.status_code", 200)
+	m.PutStr("service.name", "kong")
+	m.PutStr("upstream", "backend-1")
+	m.PutStr("consumer", "alice")
+	return m
+}
+
+func TestSetIsCanonical(t *testing.T) {
+	a := pcommon.NewMap()
+	a.PutStr("b", "2")
+	a.PutInt("a", 1)
+	b := pcommon.NewMap()
+	b.PutInt("a", 1)
+	b.PutStr("b", "2")
+	if SetOf(a) != SetOf(b) {
+		t.Fatalf("same entries in another order encode differently: %q vs %q", SetOf(a), SetOf(b))
+	}
+	// uvarint(2), "a" Int 1, "b" Str "2".
+	want := "\x02\x01a\x03\x01\x00\x00\x00\x00\x00\x00\x00\x01b\x01\x012"
+	if got := SetOf(a).String(); got != want {
+		t.Fatalf("encoding = %q, want %q", got, want)
+	}
+	if n := SetOf(a).Len(); n != 2 {
+		t.Fatalf("Len = %d, want 2", n)
+	}
+}
+
+func TestSetEqual(t *testing.T) {
+	full := pcommon.NewMap()
+	full.PutStr("s", "x")
+	full.PutBool("b", true)
+	full.PutInt("i", -3)
+	full.PutDouble("d", 1.5)
+	full.PutEmptyBytes("y").FromRaw([]byte{0, 1})
+	sl := full.PutEmptySlice("l")
+	sl.AppendEmpty().SetStr("e")
+	sl.AppendEmpty().SetInt(2)
+	nested := full.PutEmptyMap("m")
+	nested.PutStr("z", "1")
+	nested.PutStr("a", "2")
+	full.PutEmpty("nil")
+	set := SetOf(full)
+
+	if !set.Equal(full) {
+		t.Fatal("a set does not equal the map it was made from")
+	}
+	mutations := map[string]func(pcommon.Map){
+		"str value":     func(m pcommon.Map) { m.PutStr("s", "y") },
+		"str to int":    func(m pcommon.Map) { m.PutInt("s", 1) },
+		"bool":          func(m pcommon.Map) { m.PutBool("b", false) },
+		"int":           func(m pcommon.Map) { m.PutInt("i", 3) },
+		"double":        func(m pcommon.Map) { m.PutDouble("d", 2.5) },
+		"bytes":         func(m pcommon.Map) { m.PutEmptyBytes("y").FromRaw([]byte{0, 2}) },
+		"slice element": func(m pcommon.Map) { v, _ := m.Get("l"); v.Slice().At(1).SetInt(3) },
+		"slice length":  func(m pcommon.Map) { v, _ := m.Get("l"); v.Slice().AppendEmpty() },
+		"nested value":  func(m pcommon.Map) { v, _ := m.Get("m"); v.Map().PutStr("a", "3") },
+		"empty to str":  func(m pcommon.Map) { m.PutStr("nil", "") },
+		"extra key":     func(m pcommon.Map) { m.PutStr("new", "") },
+		"missing key":   func(m pcommon.Map) { m.Remove("s") },
+	}
+	for name, mutate := range mutations {
+		m := pcommon.NewMap()
+		full.CopyTo(m)
+		mutate(m)
+		if set.Equal(m) {
+			t.Errorf("%s: set still equal after the change", name)
+		}
+	}
+
+	// Round trip: CopyTo gives back an equal map.
+	back := pcommon.NewMap()
+	back.PutStr("stale", "entry")
+	set.CopyTo(back)
+	if !back.Equal(full) || SetOf(back) != set {
+		t.Fatalf("CopyTo round trip: got %v, want %v", back.AsRaw(), full.AsRaw())
+	}
+
+	if !(Set{}).Equal(pcommon.NewMap()) || (Set{}).Equal(full) || SetOf(pcommon.NewMap()) != (Set{}) {
+		t.Fatal("empty set must equal exactly the empty map")
+	}
+}
+
+func TestSetEqualDoesNotAllocate(t *testing.T) {
+	m := gatewayAttrs("/anything")
+	set := SetOf(m)
+	allocs := testing.AllocsPerRun(100, func() {
+		if !set.Equal(m) {
+			t.Fatal("not equal")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Set.Equal allocated %.1f times per call, want 0", allocs)
+	}
+}
