@@ -5,7 +5,40 @@ import (
 	"time"
 )
 
-const defaultMaxStale = 5 * time.Minute
+const (
+	defaultMaxStale   = 5 * time.Minute
+	defaultMaxStreams = 200_000
+	defaultMaxBuckets = 160
+	// minMaxBuckets: downscaling halves an index range until it fits, and
+	// any range fits in 2 buckets at a low enough scale; 1 could not hold a
+	// histogram with both a value below and above 1.
+	minMaxBuckets = 2
+)
+
+// Emit says when cumulative points leave the processor.
+type Emit string
+
+const (
+	// EmitPerBatch rewrites each delta point in place as its cumulative
+	// point and forwards the batch at once (what contrib's
+	// deltatocumulative does).
+	EmitPerBatch Emit = "per_batch"
+	// EmitInterval consumes delta points and, every interval, emits one
+	// cumulative point per stream touched since the last tick.
+	EmitInterval Emit = "interval"
+)
+
+// UnmarshalText normalises and checks the mode while the config is decoded,
+// so a typo names itself instead of surfacing later.
+func (e *Emit) UnmarshalText(text []byte) error {
+	switch m := Emit(text); m {
+	case EmitPerBatch, EmitInterval:
+		*e = m
+		return nil
+	default:
+		return fmt.Errorf("emit must be %q or %q, got %q", EmitPerBatch, EmitInterval, string(text))
+	}
+}
 
 // Config is the cumulative processor's configuration.
 type Config struct {
@@ -14,18 +47,49 @@ type Config struct {
 	// zero with a new start time, which Prometheus reads as a counter reset.
 	MaxStale time.Duration `mapstructure:"max_stale"`
 
+	// MaxStreams bounds the streams held in memory. A new stream beyond it
+	// is folded into its metric's overflow stream, the one carrying
+	// otel.metric.overflow=true; no stream is ever evicted to make room.
+	MaxStreams int `mapstructure:"max_streams"`
+
+	// MaxBuckets bounds the buckets of each range (positive, negative) of a
+	// cumulative exponential histogram; merging downscales to stay within it.
+	MaxBuckets int `mapstructure:"max_buckets"`
+
+	// Emit is per_batch (default) or interval.
+	Emit Emit `mapstructure:"emit"`
+
+	// Interval is the emission period of emit: interval; it must be set
+	// then, and only then.
+	Interval time.Duration `mapstructure:"interval"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
 func createDefaultConfig() *Config {
-	return &Config{MaxStale: defaultMaxStale}
+	return &Config{
+		MaxStale:   defaultMaxStale,
+		MaxStreams: defaultMaxStreams,
+		MaxBuckets: defaultMaxBuckets,
+		Emit:       EmitPerBatch,
+	}
 }
 
-// Validate checks the processor configuration.
+// Validate checks the processor configuration. Each message names the
+// field and the offending value.
 func (c *Config) Validate() error {
-	if c.MaxStale <= 0 {
+	switch {
+	case c.MaxStale <= 0:
 		return fmt.Errorf("max_stale must be positive, got %v", c.MaxStale)
+	case c.MaxStreams <= 0:
+		return fmt.Errorf("max_streams must be positive, got %d", c.MaxStreams)
+	case c.MaxBuckets < minMaxBuckets:
+		return fmt.Errorf("max_buckets must be at least %d, got %d", minMaxBuckets, c.MaxBuckets)
+	case c.Emit == EmitInterval && c.Interval <= 0:
+		return fmt.Errorf("interval must be positive with emit: interval, got %v", c.Interval)
+	case c.Emit != EmitInterval && c.Interval != 0:
+		return fmt.Errorf("interval is only used with emit: interval, got interval %v with emit: %s", c.Interval, c.Emit)
 	}
 	return nil
 }

@@ -9,24 +9,37 @@ import (
 )
 
 func TestConfig(t *testing.T) {
+	defaults := *createDefaultConfig()
 	cases := []struct {
 		file    string
-		want    time.Duration
+		want    func(*Config)
 		wantErr string
 	}{
-		{file: "default.yaml", want: defaultMaxStale},
-		{file: "max_stale.yaml", want: 90 * time.Second},
+		{file: "default.yaml", want: func(*Config) {}},
+		{file: "max_stale.yaml", want: func(c *Config) { c.MaxStale = 90 * time.Second }},
+		{file: "all.yaml", want: func(c *Config) {
+			c.MaxStale, c.MaxStreams, c.MaxBuckets, c.Emit, c.Interval = 10*time.Minute, 5000, 40, EmitInterval, 15*time.Second
+		}},
 		{file: "invalid_max_stale.yaml", wantErr: "max_stale must be positive, got -1s"},
 		{file: "zero_max_stale.yaml", wantErr: "max_stale must be positive, got 0s"},
+		{file: "zero_max_streams.yaml", wantErr: "max_streams must be positive, got 0"},
+		{file: "negative_max_streams.yaml", wantErr: "max_streams must be positive, got -5"},
+		{file: "small_max_buckets.yaml", wantErr: "max_buckets must be at least 2, got 1"},
+		{file: "interval_without_period.yaml", wantErr: "interval must be positive with emit: interval, got 0s"},
+		{file: "negative_interval.yaml", wantErr: "interval must be positive with emit: interval, got -1s"},
+		{file: "interval_with_per_batch.yaml", wantErr: "interval is only used with emit: interval, got interval 10s with emit: per_batch"},
+		{file: "invalid_emit.yaml", wantErr: "decoding failed due to the following error(s):\n\n'emit' emit must be \"per_batch\" or \"interval\", got \"sometimes\""},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := createDefaultConfig()
-			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantErr) {
+			if !testutil.CheckError(t, testutil.DecodeConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantErr) {
 				return
 			}
-			if cfg.MaxStale != c.want {
-				t.Errorf("max_stale = %v, want %v", cfg.MaxStale, c.want)
+			want := defaults
+			c.want(&want)
+			if *cfg != want {
+				t.Errorf("config = %+v, want %+v", *cfg, want)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ func NewFactory() processor.Factory {
 }
 
 func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
-	p, err := newProcessor(cfg.(*Config), set)
+	p, err := newProcessor(cfg.(*Config), set, next)
 	if err != nil {
 		return nil, err
 	}

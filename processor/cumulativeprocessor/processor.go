@@ -2,204 +2,287 @@ package cumulativeprocessor
 
 import (
 	"context"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
 	"github.com/otelgateway/otelgateway/internal/identity"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
 
-// cumulativeProcessor turns delta sums into cumulative sums, one state per
-// stream (resource + scope + metric + point attributes). Everything else
-// passes through untouched.
+// cumulativeProcessor turns delta sums and histograms into cumulative ones,
+// one state per stream (resource + scope + metric + point attributes).
+// Everything else passes through untouched.
 //
-// Concurrency: ConsumeMetrics may be called from several goroutines; the
-// stream table is guarded by one mutex held for the whole batch, so the
-// points of one batch are applied atomically. The sweep takes the same lock.
+// Concurrency: ConsumeMetrics may be called from any number of goroutines.
+// There is no lock held for a batch: each point takes the lock of its
+// stream's shard only while it folds (one of 64, chosen by identity hash),
+// the identity cache is read without locks, and the metric table is read
+// under a read lock once per metric per batch. Points of one stream from two
+// concurrent batches are applied one at a time in whatever order the shard
+// lock admits them; a point that then arrives older than the stream's last
+// is dropped as out_of_order, so accumulated + dropped always account for
+// every point. The stale sweep and the interval emission take one shard lock
+// at a time.
 type cumulativeProcessor struct {
 	cfg       *Config
 	logger    *zap.Logger
 	telemetry *metadata.TelemetryBuilder
+	next      consumer.Metrics
 
-	mu     sync.Mutex
-	byHash map[uint64][]*metricStreams
+	metrics metricTable
+	shards  [shardCount]shard
+	cache   *identity.Cache[*stream]
+	// limited counts the streams held against max_streams (overflow streams
+	// are not: they are what the limit folds into).
+	limited atomic.Int64
+
 	// hashAttrs is identity.OfMap; tests swap it to force hash collisions.
 	hashAttrs func(pcommon.Map) uint64
 
-	stop chan struct{}
-	done chan struct{}
+	emitMu sync.Mutex // serialises interval emissions (ticks and the final one)
+	stop   chan struct{}
+	done   chan struct{}
 }
 
-var (
-	outcomeAccumulated = attribute.NewSet(attribute.String("outcome", "accumulated"))
-	dropOutOfOrder     = dropped(reasonOutOfOrder)
-	dropOlderStart     = dropped(reasonOlderStart)
-	restartTypeChanged = attribute.NewSet(attribute.String("outcome", "accumulated"), attribute.String("reason", reasonTypeChanged))
-)
-
-func dropped(reason string) attribute.Set {
-	return attribute.NewSet(attribute.String("outcome", "dropped"), attribute.String("reason", reason))
-}
-
-func newProcessor(cfg *Config, set processor.Settings) (*cumulativeProcessor, error) {
+func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*cumulativeProcessor, error) {
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	return &cumulativeProcessor{
+	p := &cumulativeProcessor{
 		cfg:       cfg,
 		logger:    set.Logger,
 		telemetry: tb,
-		byHash:    make(map[uint64][]*metricStreams),
+		next:      next,
+		metrics:   metricTable{byHash: make(map[uint64][]*metricDesc)},
+		// As many entries as streams may exist: a working set within the
+		// limit stays on the fast path (two-choice sets keep conflicts rare).
+		cache:     identity.NewCache[*stream](cfg.MaxStreams),
 		hashAttrs: identity.OfMap,
-	}, nil
+	}
+	for i := range p.shards {
+		p.shards[i].streams = make(map[streamKey]*stream)
+	}
+	return p, nil
 }
 
-func (p *cumulativeProcessor) start(context.Context, component.Host) error {
+func (p *cumulativeProcessor) start(ctx context.Context, _ component.Host) error {
+	p.telemetry.ProcessorCumulativeStreamsLimit.Record(ctx, int64(p.cfg.MaxStreams))
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
-	go p.sweepLoop()
+	go p.background()
 	return nil
 }
 
-func (p *cumulativeProcessor) shutdown(context.Context) error {
-	if p.stop != nil {
-		close(p.stop)
-		<-p.done
-		p.stop = nil
+func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
+	if p.stop == nil {
+		return nil
+	}
+	close(p.stop)
+	<-p.done
+	p.stop = nil
+	if p.cfg.Emit == EmitInterval {
+		// Streams touched since the last tick leave now, not never.
+		return p.emit(ctx)
 	}
 	return nil
 }
 
-// processMetrics rewrites every delta sum point in place as its cumulative
-// point and removes the points the data model says to drop.
-func (p *cumulativeProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
-	now := time.Now().UnixNano()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		rm := rms.At(i)
-		// Resource and scope identities are hashed once per container, not
-		// once per point.
-		resHash := identity.OfMap(rm.Resource().Attributes())
-		sms := rm.ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			sm := sms.At(j)
-			scope := sm.Scope()
-			scopeHash := identity.Combine(resHash, identity.OfString(scope.Name()))
-			scopeHash = identity.Combine(scopeHash, identity.OfString(scope.Version()))
-			scopeHash = identity.Combine(scopeHash, identity.OfMap(scope.Attributes()))
-			sm.Metrics().RemoveIf(func(m pmetric.Metric) bool {
-				if m.Type() != pmetric.MetricTypeSum || m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta {
-					return false // not ours: pass through untouched
-				}
-				ms := p.streamsOf(rm.Resource(), scope, m, scopeHash)
-				return p.accumulateSum(ctx, ms, m.Sum(), now)
-			})
-		}
-	}
-	return md, nil
-}
-
-// accumulateSum handles one delta sum and reports whether it ended up empty
-// (every point dropped), in which case the caller removes it.
-func (p *cumulativeProcessor) accumulateSum(ctx context.Context, ms *metricStreams, sum pmetric.Sum, now int64) bool {
-	dps := sum.DataPoints()
-	sortByTimestamp(dps)
-	var accepted int64
-	dps.RemoveIf(func(dp pmetric.NumberDataPoint) bool {
-		h := p.hashAttrs(dp.Attributes())
-		s := ms.find(h, dp.Attributes())
-		if s == nil {
-			s = ms.add(h, dp.Attributes())
-			p.telemetry.ProcessorCumulativeStreams.Add(ctx, 1)
-		}
-		switch s.accumulate(dp, now) {
-		case "":
-			accepted++
-			return false
-		case reasonTypeChanged:
-			p.telemetry.ProcessorCumulativePoints.Add(ctx, 1, metric.WithAttributeSet(restartTypeChanged))
-			return false
-		case reasonOutOfOrder:
-			p.telemetry.ProcessorCumulativePoints.Add(ctx, 1, metric.WithAttributeSet(dropOutOfOrder))
-		case reasonOlderStart:
-			p.telemetry.ProcessorCumulativePoints.Add(ctx, 1, metric.WithAttributeSet(dropOlderStart))
-		}
-		return true
-	})
-	p.telemetry.ProcessorCumulativePoints.Add(ctx, accepted, metric.WithAttributeSet(outcomeAccumulated))
-	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	return dps.Len() == 0
-}
-
-// streamsOf finds or creates the stream set of one metric; the caller holds
-// p.mu.
-func (p *cumulativeProcessor) streamsOf(res pcommon.Resource, scope pcommon.InstrumentationScope, m pmetric.Metric, scopeHash uint64) *metricStreams {
-	h := identityOf(scopeHash, m)
-	for _, ms := range p.byHash[h] {
-		if ms.matches(res, scope, m) {
-			return ms
-		}
-	}
-	ms := newMetricStreams(res, scope, m)
-	p.byHash[h] = append(p.byHash[h], ms)
-	return ms
-}
-
-func (p *cumulativeProcessor) sweepLoop() {
+// background runs the stale sweep and, with emit: interval, the emission
+// ticks, so that ConsumeMetrics never pays for either.
+func (p *cumulativeProcessor) background() {
 	defer close(p.done)
-	t := time.NewTicker(p.cfg.MaxStale / 2)
-	defer t.Stop()
+	sweep := time.NewTicker(p.cfg.MaxStale / 2)
+	defer sweep.Stop()
+	var tick <-chan time.Time
+	if p.cfg.Emit == EmitInterval {
+		t := time.NewTicker(p.cfg.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-p.stop:
 			return
-		case now := <-t.C:
+		case now := <-sweep.C:
 			p.sweep(now)
+		case <-tick:
+			if err := p.emit(context.Background()); err != nil {
+				p.logger.Warn("Emitting cumulative points failed", zap.Error(err))
+			}
 		}
 	}
 }
 
-// sweep forgets the streams that received no point for max_stale. It runs in
-// the background so that ConsumeMetrics never pays for expiry.
-func (p *cumulativeProcessor) sweep(now time.Time) {
-	cutoff := now.Add(-p.cfg.MaxStale).UnixNano()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var removed int64
-	for h, sets := range p.byHash {
-		sets = slices.DeleteFunc(sets, func(ms *metricStreams) bool {
-			for ah, streams := range ms.streams {
-				before := len(streams)
-				streams = slices.DeleteFunc(streams, func(s *stream) bool { return s.seen < cutoff })
-				removed += int64(before - len(streams))
-				if len(streams) == 0 {
-					delete(ms.streams, ah)
-				} else {
-					ms.streams[ah] = streams
-				}
-			}
-			return len(ms.streams) == 0
+// processMetrics folds every delta point into its stream. With per_batch it
+// rewrites each point in place as its cumulative point; with interval it
+// removes the delta metrics (emitted later by the ticker). Points the data
+// model says to drop are removed, and so are containers left empty.
+func (p *cumulativeProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	now := time.Now().UnixNano()
+	var c counts
+	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
+		// Resource and scope identities are hashed once per container, not
+		// once per point.
+		resHash := identity.OfMap(rm.Resource().Attributes())
+		rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
+			si := newScopeIdentity(rm, resHash, sm)
+			sm.Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				return p.processMetric(&si, m, now, &c)
+			})
+			return sm.Metrics().Len() == 0
 		})
-		if len(sets) == 0 {
-			delete(p.byHash, h)
-		} else {
-			p.byHash[h] = sets
-		}
+		return rm.ScopeMetrics().Len() == 0
+	})
+	c.record(ctx, p.telemetry)
+	if md.ResourceMetrics().Len() == 0 {
+		// Nothing left (interval mode, or every point dropped): do not send
+		// an empty batch down the pipeline.
+		return md, processorhelper.ErrSkipProcessingData
 	}
-	if removed > 0 {
-		p.telemetry.ProcessorCumulativeStreams.Add(context.Background(), -removed)
-		p.logger.Debug("Dropped stale streams", zap.Int64("streams", removed))
+	return md, nil
+}
+
+// processMetric handles one metric and reports whether it is to be removed
+// from the batch (consumed or left without points).
+func (p *cumulativeProcessor) processMetric(si *scopeIdentity, m pmetric.Metric, now int64, c *counts) bool {
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		if m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta {
+			return false
+		}
+		d := p.metrics.get(si, m, now)
+		m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		return accumulate(p, d, m.Sum().DataPoints(), sumKind, now, c)
+	case pmetric.MetricTypeHistogram:
+		if m.Histogram().AggregationTemporality() != pmetric.AggregationTemporalityDelta {
+			return false
+		}
+		d := p.metrics.get(si, m, now)
+		m.Histogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		return accumulate(p, d, m.Histogram().DataPoints(), histKind, now, c)
+	case pmetric.MetricTypeExponentialHistogram:
+		if m.ExponentialHistogram().AggregationTemporality() != pmetric.AggregationTemporalityDelta {
+			return false
+		}
+		d := p.metrics.get(si, m, now)
+		m.ExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		return accumulate(p, d, m.ExponentialHistogram().DataPoints(), expKind, now, c)
+	default:
+		return false // gauges, summaries: not ours, pass through untouched
+	}
+}
+
+// dataPoint is what accumulate needs of a number, histogram or exponential
+// histogram point.
+type dataPoint interface {
+	Attributes() pcommon.Map
+	StartTimestamp() pcommon.Timestamp
+	Timestamp() pcommon.Timestamp
+	SetStartTimestamp(pcommon.Timestamp)
+	SetTimestamp(pcommon.Timestamp)
+}
+
+type pointSlice[P dataPoint] interface {
+	Len() int
+	At(int) P
+	RemoveIf(func(P) bool)
+	Sort(func(a, b P) bool)
+}
+
+// kind is how points of one metric type fold into and are written from a
+// stream. Both run under the stream's shard lock.
+type kind[P dataPoint] struct {
+	// fold adds dp to s, whose window check has passed. It returns accepted,
+	// a restart reason (the stream restarted from dp), or invalid (dp was
+	// not applied).
+	fold func(p *cumulativeProcessor, s *stream, dp P) reason
+	// write sets dp's value to s's cumulative state.
+	write func(s *stream, dp P)
+}
+
+// accumulate folds the points of one delta metric into their streams and
+// reports whether the metric is to be removed from the batch.
+func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSlice[P], k kind[P], now int64, c *counts) bool {
+	sortByTimestamp(dps)
+	interval := p.cfg.Emit == EmitInterval
+	// Points of one batch that overflow collapse into one output point of
+	// the overflow stream (the first one, rewritten at the end), so the
+	// batch never carries two points of one series with equal timestamps.
+	var ov *stream
+	var ovDP P
+	dps.RemoveIf(func(dp P) bool {
+		s := p.lockStream(d, dp.Attributes(), now, c)
+		defer s.shard.mu.Unlock()
+		r := accepted
+		if s.overflow {
+			r = overflowed
+		} else if r = s.window(dp.StartTimestamp(), dp.Timestamp()); r.dropped() {
+			c.points[r]++
+			return true
+		}
+		if !s.started {
+			s.restart(dp.StartTimestamp(), dp.Timestamp())
+		}
+		switch fr := k.fold(p, s, dp); fr {
+		case invalid:
+			c.points[invalid]++
+			return true
+		case accepted:
+		default:
+			if r != overflowed {
+				r = fr
+			}
+		}
+		c.points[r]++
+		s.last = max(s.last, dp.Timestamp())
+		s.seen = now
+		if interval {
+			s.touch()
+			return true
+		}
+		if s.overflow {
+			if ov != nil {
+				return true
+			}
+			ov, ovDP = s, dp
+			return false
+		}
+		dp.SetStartTimestamp(s.start)
+		k.write(s, dp)
+		return false
+	})
+	if ov != nil {
+		ov.shard.mu.Lock()
+		ovDP.Attributes().Clear()
+		ovDP.Attributes().PutBool(overflowKey, true)
+		ovDP.SetStartTimestamp(ov.start)
+		ovDP.SetTimestamp(ov.last)
+		k.write(ov, ovDP)
+		ov.shard.mu.Unlock()
+	}
+	return dps.Len() == 0
+}
+
+// sortByTimestamp orders a metric's points by time when they are not already,
+// so a batch that arrives newest-first is accumulated oldest-first instead of
+// losing all but its newest point (contrib #46441). The sort is stable:
+// points of one stream with equal timestamps keep their order (and the later
+// one is then dropped).
+func sortByTimestamp[P dataPoint](dps pointSlice[P]) {
+	for i := 1; i < dps.Len(); i++ {
+		if dps.At(i).Timestamp() < dps.At(i-1).Timestamp() {
+			dps.Sort(func(a, b P) bool { return a.Timestamp() < b.Timestamp() })
+			return
+		}
 	}
 }

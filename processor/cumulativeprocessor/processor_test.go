@@ -2,6 +2,7 @@ package cumulativeprocessor
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
@@ -26,10 +29,15 @@ func TestMain(m *testing.M) {
 
 func newTestProcessor(t *testing.T) (*cumulativeProcessor, *componenttest.Telemetry) {
 	t.Helper()
+	return newTestProcessorWith(t, createDefaultConfig(), consumertest.NewNop())
+}
+
+func newTestProcessorWith(t *testing.T, cfg *Config, next consumer.Metrics) (*cumulativeProcessor, *componenttest.Telemetry) {
+	t.Helper()
 	tel := componenttest.NewTelemetry()
 	set := processortest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
-	p, err := newProcessor(createDefaultConfig(), set)
+	p, err := newProcessor(cfg, set, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +108,9 @@ func itoa(n int64) string { return pcommon.NewValueInt(n).AsString() }
 func process(t *testing.T, p *cumulativeProcessor, md pmetric.Metrics) []string {
 	t.Helper()
 	out, err := p.processMetrics(context.Background(), md)
+	if errors.Is(err, processorhelper.ErrSkipProcessingData) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +198,15 @@ func TestOtherMetricsPassThroughUntouched(t *testing.T) {
 	cs.DataPoints().AppendEmpty().SetIntValue(7)
 	h := ms.AppendEmpty()
 	h.SetName("histogram")
-	h.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	h.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	h.Histogram().DataPoints().AppendEmpty().SetCount(3)
+	e := ms.AppendEmpty()
+	e.SetName("exponential")
+	e.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	e.ExponentialHistogram().DataPoints().AppendEmpty().SetCount(4)
+	sm := ms.AppendEmpty()
+	sm.SetName("summary")
+	sm.SetEmptySummary().DataPoints().AppendEmpty().SetCount(5)
 	want := pmetric.NewMetrics()
 	md.CopyTo(want)
 
@@ -227,8 +245,13 @@ func TestStaleStreamsAreSweptAndRestart(t *testing.T) {
 	assertEmitted(t, process(t, p, batch(point{"kong", "/a", 20, 30, 1})), "kong /a 10 30 4")
 
 	p.sweep(time.Now().Add(p.cfg.MaxStale + time.Second))
-	if len(p.byHash) != 0 {
-		t.Fatalf("%d metric sets left after the sweep, want 0", len(p.byHash))
+	if n := len(p.metrics.byHash); n != 0 {
+		t.Fatalf("%d metrics left after the sweep, want 0", n)
+	}
+	for i := range p.shards {
+		if n := len(p.shards[i].streams); n != 0 {
+			t.Fatalf("shard %d holds %d streams after the sweep, want 0", i, n)
+		}
 	}
 	if n := testutil.Int64Sum(t, tel, "otelcol_processor_cumulative_streams_tracked"); n != 0 {
 		t.Errorf("streams tracked = %d after the sweep, want 0", n)

@@ -1,147 +1,186 @@
 package cumulativeprocessor
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelgateway/otelgateway/internal/identity"
 )
 
-// Drop reasons, the bounded `reason` attribute of
-// otelcol_processor_cumulative_points.
-const (
-	reasonOutOfOrder  = "out_of_order" // timestamp not after the last accepted one
-	reasonOlderStart  = "older_start"  // window overlaps what is already accumulated
-	reasonTypeChanged = "type_changed" // int ↔ double switch: the stream restarts
-)
+// overflowKey is the attribute of the stream that absorbs a metric's points
+// beyond max_streams, per the OTel metrics SDK spec ("cardinality limits").
+const overflowKey = "otel.metric.overflow"
 
-// metricStreams holds the streams of one metric of one resource and scope.
-// Its identity (resource attributes, scope name, version and attributes,
-// metric name, unit and monotonicity) is kept as copies, to confirm that a
-// hash hit really is this metric.
-type metricStreams struct {
-	resource     pcommon.Map
+// shardCount is a power of two well above the core counts a collector runs
+// on, so concurrent batches rarely meet on one shard lock.
+const shardCount = 64
+
+// metricDesc identifies one metric of one resource and scope: everything of
+// a stream's identity but the point attributes. Its id is the namespace of
+// its streams in the identity cache and the stream table.
+//
+// Immutable after creation except seen (atomic).
+type metricDesc struct {
+	id   uint64
+	hash uint64 // identityOf: resource, scope and metric
+	// Identity, compared on every lookup so that a hash collision between
+	// two metrics keeps them apart.
+	resource     identity.Set
 	scopeName    string
 	scopeVersion string
-	scopeAttrs   pcommon.Map
+	scopeAttrs   identity.Set
 	name, unit   string
+	typ          pmetric.MetricType
 	monotonic    bool
-	// streams maps the attribute hash to the streams with that hash; a slice,
-	// because two attribute sets may collide and must stay two streams.
-	streams map[uint64][]*stream
+	// description is not identity: the first one seen is emitted.
+	description string
+	resSchema   string
+	scopeSchema string
+
+	seen atomic.Int64 // wall clock (unix nanos) of the last batch that named it
 }
 
-// stream is the cumulative state of one delta stream.
+// streamKey is the exact identity of a stream in its shard's map.
+type streamKey struct {
+	metric uint64 // metricDesc.id
+	attrs  identity.Set
+}
+
+// stream is the cumulative state of one delta stream. All fields but the
+// immutable ones (shard, desc, h, attrs, overflow) are guarded by shard.mu.
 type stream struct {
-	attrs pcommon.Map
-	start pcommon.Timestamp // emitted start time, fixed for the stream's life
-	last  pcommon.Timestamp // timestamp of the last accepted point
-	isInt bool
-	i     int64
-	f     float64
-	// seen is the wall-clock time (unix nanos) of the last accepted point,
-	// read by the stale sweep.
-	seen int64
+	shard    *shard
+	desc     *metricDesc
+	h        uint64 // attribute hash, to delete the stream's cache entry
+	attrs    identity.Set
+	overflow bool // the otel.metric.overflow stream of desc
+
+	started bool
+	dead    bool // removed from the table (stale); cached pointers must re-resolve
+	dirty   bool // touched since the last interval emission
+	isInt   bool
+	start   pcommon.Timestamp // emitted start time, fixed for the stream's life
+	last    pcommon.Timestamp // timestamp of the last accepted point
+	seen    int64             // wall clock (unix nanos) of the last accepted point, for the sweep
+
+	i    int64
+	f    float64
+	hist *histState // explicit histograms
+	exp  *expState  // exponential histograms
 }
 
-func (ms *metricStreams) matches(res pcommon.Resource, scope pcommon.InstrumentationScope, m pmetric.Metric) bool {
-	return ms.name == m.Name() && ms.unit == m.Unit() && ms.monotonic == m.Sum().IsMonotonic() &&
-		ms.scopeName == scope.Name() && ms.scopeVersion == scope.Version() &&
-		ms.scopeAttrs.Equal(scope.Attributes()) && ms.resource.Equal(res.Attributes())
+// shard owns the streams whose (metric, attribute hash) falls in it.
+//
+// Concurrency: mu guards the map, the dirty list and every mutable field of
+// the shard's streams; it is held for one point at a time on the hot path,
+// for one shard's sweep, and for one shard's emission.
+type shard struct {
+	mu      sync.Mutex
+	streams map[streamKey]*stream
+	dirty   []*stream
+	// pad keeps two shards' locks off one cache line.
+	_ [64 - 8 - 8 - 24]byte
 }
 
-func newMetricStreams(res pcommon.Resource, scope pcommon.InstrumentationScope, m pmetric.Metric) *metricStreams {
-	ms := &metricStreams{
-		resource:     pcommon.NewMap(),
-		scopeName:    scope.Name(),
-		scopeVersion: scope.Version(),
-		scopeAttrs:   pcommon.NewMap(),
-		name:         m.Name(),
-		unit:         m.Unit(),
-		monotonic:    m.Sum().IsMonotonic(),
-		streams:      make(map[uint64][]*stream),
-	}
-	res.Attributes().CopyTo(ms.resource)
-	scope.Attributes().CopyTo(ms.scopeAttrs)
-	return ms
+// metricTable finds the metricDesc of a metric, once per metric per batch.
+//
+// Concurrency: lookups take mu for reading, creation and the sweep for
+// writing.
+type metricTable struct {
+	mu     sync.RWMutex
+	byHash map[uint64][]*metricDesc
+	nextID uint64
 }
 
-// find returns the stream with exactly these attributes, or nil.
-func (ms *metricStreams) find(h uint64, attrs pcommon.Map) *stream {
-	for _, s := range ms.streams[h] {
-		if s.attrs.Equal(attrs) {
-			return s
-		}
-	}
-	return nil
+// scopeIdentity is the part of a metric's identity shared by all metrics of
+// one ScopeMetrics: hashed once per ResourceMetrics and ScopeMetrics.
+type scopeIdentity struct {
+	res   pcommon.Resource
+	rm    pmetric.ResourceMetrics
+	sm    pmetric.ScopeMetrics
+	hash  uint64
+	scope pcommon.InstrumentationScope
 }
 
-func (ms *metricStreams) add(h uint64, attrs pcommon.Map) *stream {
-	s := &stream{attrs: pcommon.NewMap()}
-	attrs.CopyTo(s.attrs)
-	ms.streams[h] = append(ms.streams[h], s)
-	return s
+func newScopeIdentity(rm pmetric.ResourceMetrics, resHash uint64, sm pmetric.ScopeMetrics) scopeIdentity {
+	scope := sm.Scope()
+	h := identity.Combine(resHash, identity.OfString(scope.Name()))
+	h = identity.Combine(h, identity.OfString(scope.Version()))
+	h = identity.Combine(h, identity.OfMap(scope.Attributes()))
+	return scopeIdentity{res: rm.Resource(), rm: rm, sm: sm, hash: h, scope: scope}
 }
 
-// accumulate folds one delta point into s and rewrites dp as the cumulative
-// point. It returns the drop reason, or "" when the point was accumulated.
-func (s *stream) accumulate(dp pmetric.NumberDataPoint, now int64) string {
-	isInt := dp.ValueType() == pmetric.NumberDataPointValueTypeInt
-	if s.last != 0 {
-		switch {
-		case dp.Timestamp() <= s.last:
-			return reasonOutOfOrder
-		case dp.StartTimestamp() != 0 && dp.StartTimestamp() < s.last:
-			return reasonOlderStart
-		}
-	}
-	reason := ""
-	if s.last != 0 && isInt != s.isInt {
-		// A switch of value type cannot be summed exactly: restart the stream
-		// from this point, as a counter reset.
-		s.last, s.i, s.f = 0, 0, 0
-		reason = reasonTypeChanged
-	}
-	if s.last == 0 {
-		s.start = dp.StartTimestamp()
-		if s.start == 0 {
-			s.start = dp.Timestamp()
-		}
-		s.isInt = isInt
-	}
-	s.last = dp.Timestamp()
-	s.seen = now
-	dp.SetStartTimestamp(s.start)
-	if isInt {
-		s.i += dp.IntValue()
-		dp.SetIntValue(s.i)
-	} else {
-		s.f += dp.DoubleValue()
-		dp.SetDoubleValue(s.f)
-	}
-	return reason
+func isMonotonic(m pmetric.Metric) bool {
+	return m.Type() == pmetric.MetricTypeSum && m.Sum().IsMonotonic()
 }
 
-// sortByTimestamp orders a metric's points by time when they are not already,
-// so a batch that arrives newest-first is accumulated oldest-first instead of
-// losing all but its newest point. The sort is stable: points of one stream
-// with equal timestamps keep their order (and the later one is then dropped).
-func sortByTimestamp(dps pmetric.NumberDataPointSlice) {
-	for i := 1; i < dps.Len(); i++ {
-		if dps.At(i).Timestamp() < dps.At(i-1).Timestamp() {
-			dps.Sort(func(a, b pmetric.NumberDataPoint) bool { return a.Timestamp() < b.Timestamp() })
-			return
-		}
-	}
-}
-
-// identityOf hashes what makes a metric's streams distinct from those of
+// metricHash hashes what makes a metric's streams distinct from those of
 // other metrics (all but the point attributes).
-func identityOf(scopeHash uint64, m pmetric.Metric) uint64 {
-	h := identity.Combine(scopeHash, identity.OfString(m.Name()))
+func metricHash(si *scopeIdentity, m pmetric.Metric) uint64 {
+	h := identity.Combine(si.hash, identity.OfString(m.Name()))
 	h = identity.Combine(h, identity.OfString(m.Unit()))
-	if m.Sum().IsMonotonic() {
+	h = identity.Combine(h, uint64(m.Type()))
+	if isMonotonic(m) {
 		h = identity.Combine(h, 1)
 	}
 	return h
+}
+
+func (d *metricDesc) matches(si *scopeIdentity, m pmetric.Metric) bool {
+	return d.name == m.Name() && d.unit == m.Unit() && d.typ == m.Type() && d.monotonic == isMonotonic(m) &&
+		d.scopeName == si.scope.Name() && d.scopeVersion == si.scope.Version() &&
+		d.scopeAttrs.Equal(si.scope.Attributes()) && d.resource.Equal(si.res.Attributes())
+}
+
+// get returns the metricDesc of m, creating it on first sight.
+func (t *metricTable) get(si *scopeIdentity, m pmetric.Metric, now int64) *metricDesc {
+	h := metricHash(si, m)
+	t.mu.RLock()
+	d := t.find(h, si, m)
+	if d != nil {
+		// Stamped under the read lock, which the sweep's write lock
+		// excludes: a metric a batch has just found is never removed
+		// before that batch adds its streams.
+		d.seen.Store(now)
+	}
+	t.mu.RUnlock()
+	if d != nil {
+		return d
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Re-check: a concurrent batch may have created it meanwhile.
+	if d = t.find(h, si, m); d == nil {
+		t.nextID++
+		d = &metricDesc{
+			id:           t.nextID,
+			hash:         h,
+			resource:     identity.SetOf(si.res.Attributes()),
+			scopeName:    si.scope.Name(),
+			scopeVersion: si.scope.Version(),
+			scopeAttrs:   identity.SetOf(si.scope.Attributes()),
+			name:         m.Name(),
+			unit:         m.Unit(),
+			typ:          m.Type(),
+			monotonic:    isMonotonic(m),
+			description:  m.Description(),
+			resSchema:    si.rm.SchemaUrl(),
+			scopeSchema:  si.sm.SchemaUrl(),
+		}
+		t.byHash[h] = append(t.byHash[h], d)
+	}
+	d.seen.Store(now)
+	return d
+}
+
+func (t *metricTable) find(h uint64, si *scopeIdentity, m pmetric.Metric) *metricDesc {
+	for _, d := range t.byHash[h] {
+		if d.matches(si, m) {
+			return d
+		}
+	}
+	return nil
 }

@@ -19,10 +19,17 @@ func Meter(settings component.TelemetrySettings) metric.Meter {
 // TelemetryBuilder holds the processor's internal telemetry instruments.
 type TelemetryBuilder struct {
 	// ProcessorCumulativePoints counts delta points by outcome (accumulated,
-	// dropped) and, for drops, reason.
+	// dropped, overflowed) and reason.
 	ProcessorCumulativePoints metric.Int64Counter
 	// ProcessorCumulativeStreams tracks the number of streams held in memory.
 	ProcessorCumulativeStreams metric.Int64UpDownCounter
+	// ProcessorCumulativeStreamsLimit is the configured max_streams.
+	ProcessorCumulativeStreamsLimit metric.Int64Gauge
+	// ProcessorCumulativeCacheLookups counts identity-cache lookups by result
+	// (hit, miss).
+	ProcessorCumulativeCacheLookups metric.Int64Counter
+	// ProcessorCumulativeCacheEvictions counts identity-cache evictions.
+	ProcessorCumulativeCacheEvictions metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument of the processor.
@@ -32,14 +39,32 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ProcessorCumulativePoints, err = meter.Int64Counter(
 		"otelcol_processor_cumulative_points",
-		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped) and reason (out_of_order, older_start, type_changed). [Development]"),
+		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped, overflowed) and reason (gap, type_changed, bounds_changed, out_of_order, older_start, invalid). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
 	tb.ProcessorCumulativeStreams, err = meter.Int64UpDownCounter(
 		"otelcol_processor_cumulative_streams_tracked",
-		metric.WithDescription("Delta streams whose cumulative state is held in memory. [Development]"),
+		metric.WithDescription("Delta streams whose cumulative state is held in memory, overflow streams included. [Development]"),
 		metric.WithUnit("{stream}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ProcessorCumulativeStreamsLimit, err = meter.Int64Gauge(
+		"otelcol_processor_cumulative_streams_limit",
+		metric.WithDescription("The configured max_streams: streams beyond it fold into their metric's overflow stream. [Development]"),
+		metric.WithUnit("{stream}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ProcessorCumulativeCacheLookups, err = meter.Int64Counter(
+		"otelcol_processor_cumulative_cache_lookups",
+		metric.WithDescription("Series-identity cache lookups, by result (hit, miss). [Development]"),
+		metric.WithUnit("{lookup}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ProcessorCumulativeCacheEvictions, err = meter.Int64Counter(
+		"otelcol_processor_cumulative_cache_evictions",
+		metric.WithDescription("Series-identity cache entries evicted to make room; each costs one slow-path lookup later, never state. [Development]"),
+		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
 	return &tb, errs

@@ -1,0 +1,103 @@
+package cumulativeprocessor
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// histState is the cumulative state of an explicit-bucket histogram.
+type histState struct {
+	count          uint64
+	sum, min, max  float64
+	hasSum         bool
+	hasMin, hasMax bool
+	bounds         []float64
+	counts         []uint64
+}
+
+// histKind folds delta explicit-bucket histograms.
+var histKind = kind[pmetric.HistogramDataPoint]{fold: foldHist, write: writeHist}
+
+// foldHist adds dp to s. Bounds that differ from the accumulated ones cannot
+// be merged exactly, so the stream restarts from dp (a counter reset
+// downstream) rather than guessing. A point whose bucket counts do not
+// match its bounds is invalid.
+func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) reason {
+	bounds, counts := dp.ExplicitBounds(), dp.BucketCounts()
+	if counts.Len() != 0 && counts.Len() != bounds.Len()+1 {
+		return invalid
+	}
+	r := accepted
+	h := s.hist
+	if h != nil && !sameBounds(h.bounds, bounds) {
+		s.restart(dp.StartTimestamp(), dp.Timestamp())
+		h, r = nil, boundsChanged
+	}
+	if h == nil {
+		// First point: copy its shape (the only allocation of the stream's
+		// life unless its bounds change).
+		h = &histState{
+			bounds: bounds.AsRaw(),
+			counts: make([]uint64, bounds.Len()+1),
+			hasSum: true, hasMin: dp.HasMin(), hasMax: dp.HasMax(),
+			min: dp.Min(), max: dp.Max(),
+		}
+		s.hist = h
+	}
+	h.count += dp.Count()
+	if h.hasSum = h.hasSum && dp.HasSum(); h.hasSum {
+		h.sum += dp.Sum()
+	}
+	// Min and max of the whole window: known only while every delta had
+	// them.
+	if h.hasMin = h.hasMin && dp.HasMin(); h.hasMin {
+		h.min = min(h.min, dp.Min())
+	}
+	if h.hasMax = h.hasMax && dp.HasMax(); h.hasMax {
+		h.max = max(h.max, dp.Max())
+	}
+	for i := 0; i < counts.Len(); i++ {
+		h.counts[i] += counts.At(i)
+	}
+	return r
+}
+
+func sameBounds(have []float64, bounds pcommon.Float64Slice) bool {
+	if len(have) != bounds.Len() {
+		return false
+	}
+	for i, b := range have {
+		if bounds.At(i) != b {
+			return false
+		}
+	}
+	return true
+}
+
+func writeHist(s *stream, dp pmetric.HistogramDataPoint) {
+	h := s.hist
+	dp.SetCount(h.count)
+	if h.hasSum {
+		dp.SetSum(h.sum)
+	} else {
+		dp.RemoveSum()
+	}
+	if h.hasMin {
+		dp.SetMin(h.min)
+	} else {
+		dp.RemoveMin()
+	}
+	if h.hasMax {
+		dp.SetMax(h.max)
+	} else {
+		dp.RemoveMax()
+	}
+	// FromRaw copies into the point's own storage, reusing it when the
+	// length matches. The bounds of a point folded into its own stream are
+	// the stream's (foldHist checked); only an overflow stream, fed by many
+	// streams, or a fresh emitted point needs them written.
+	if b := dp.ExplicitBounds(); s.overflow || b.Len() != len(h.bounds) {
+		b.FromRaw(h.bounds)
+	}
+	dp.BucketCounts().FromRaw(h.counts)
+}

@@ -1,0 +1,35 @@
+package cumulativeprocessor
+
+import "go.opentelemetry.io/collector/pdata/pmetric"
+
+// sumKind folds delta sums (monotonic or not) into running totals.
+var sumKind = kind[pmetric.NumberDataPoint]{fold: foldSum, write: writeSum}
+
+func foldSum(_ *cumulativeProcessor, s *stream, dp pmetric.NumberDataPoint) reason {
+	isInt := dp.ValueType() == pmetric.NumberDataPointValueTypeInt
+	r := accepted
+	switch {
+	case s.last == 0: // first point since (re)start: it sets the value type
+		s.isInt = isInt
+	case isInt != s.isInt:
+		// A switch of value type cannot be summed exactly: restart the
+		// stream from this point, as a counter reset.
+		s.restart(dp.StartTimestamp(), dp.Timestamp())
+		s.isInt = isInt
+		r = typeChanged
+	}
+	if isInt {
+		s.i += dp.IntValue()
+	} else {
+		s.f += dp.DoubleValue()
+	}
+	return r
+}
+
+func writeSum(s *stream, dp pmetric.NumberDataPoint) {
+	if s.isInt {
+		dp.SetIntValue(s.i)
+	} else {
+		dp.SetDoubleValue(s.f)
+	}
+}

@@ -1,0 +1,285 @@
+package cumulativeprocessor
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelgateway/otelgateway/internal/identity"
+	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
+)
+
+// reason is the outcome of one point; its telemetry attributes are bounded
+// string constants (never derived from types or data).
+type reason uint8
+
+const (
+	accepted      reason = iota // contiguous with what is accumulated, or a stream's first point
+	gap                         // start after the last timestamp: accepted, counted
+	typeChanged                 // int ↔ double: the stream restarted from this point
+	boundsChanged               // other explicit bounds: the stream restarted from this point
+	outOfOrder                  // timestamp not after the last accepted one: dropped
+	olderStart                  // window overlaps what is accumulated: dropped
+	invalid                     // malformed point (e.g. bucket counts ≠ bounds + 1): dropped
+	overflowed                  // folded into the metric's overflow stream
+	numReasons
+)
+
+func (r reason) dropped() bool { return r == outOfOrder || r == olderStart || r == invalid }
+
+// pointAttrs are the attribute sets of otelcol_processor_cumulative_points,
+// built once.
+var pointAttrs = [numReasons]metric.MeasurementOption{
+	accepted:      outcome("accumulated", ""),
+	gap:           outcome("accumulated", "gap"),
+	typeChanged:   outcome("accumulated", "type_changed"),
+	boundsChanged: outcome("accumulated", "bounds_changed"),
+	outOfOrder:    outcome("dropped", "out_of_order"),
+	olderStart:    outcome("dropped", "older_start"),
+	invalid:       outcome("dropped", "invalid"),
+	overflowed:    outcome("overflowed", ""),
+}
+
+var (
+	lookupHit  = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "hit")))
+	lookupMiss = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "miss")))
+)
+
+func outcome(o, r string) metric.MeasurementOption {
+	if r == "" {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o)))
+	}
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", o), attribute.String("reason", r)))
+}
+
+// counts collects one batch's telemetry, recorded once at its end: counting
+// per point into the SDK would cost an atomic on a shared line per point.
+type counts struct {
+	points                       [numReasons]int64
+	hits, misses, evictions, new int64
+}
+
+func (c *counts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
+	for r, n := range c.points {
+		if n != 0 {
+			tb.ProcessorCumulativePoints.Add(ctx, n, pointAttrs[r])
+		}
+	}
+	if c.hits != 0 {
+		tb.ProcessorCumulativeCacheLookups.Add(ctx, c.hits, lookupHit)
+	}
+	if c.misses != 0 {
+		tb.ProcessorCumulativeCacheLookups.Add(ctx, c.misses, lookupMiss)
+	}
+	if c.evictions != 0 {
+		tb.ProcessorCumulativeCacheEvictions.Add(ctx, c.evictions)
+	}
+	if c.new != 0 {
+		tb.ProcessorCumulativeStreams.Add(ctx, c.new)
+	}
+}
+
+// overflowSet is the attribute set of every overflow stream.
+var overflowSet, overflowHash = func() (identity.Set, uint64) {
+	m := pcommon.NewMap()
+	m.PutBool(overflowKey, true)
+	return identity.SetOf(m), identity.OfMap(m)
+}()
+
+// window applies the data model's rules to a point's window against what s
+// has accumulated (s.started): a timestamp not after the last one is out of
+// order (duplicates included); a start before the last timestamp overlaps;
+// a start after it is a gap, accepted. A zero start is taken as contiguous.
+func (s *stream) window(start, ts pcommon.Timestamp) reason {
+	switch {
+	case !s.started:
+		return accepted
+	case ts <= s.last:
+		return outOfOrder
+	case start != 0 && start < s.last:
+		return olderStart
+	case start > s.last:
+		return gap
+	}
+	return accepted
+}
+
+// restart makes s a fresh stream starting with a point of this window: its
+// start time is the point's (or the point's timestamp when the start is
+// unknown), so the restart reads as a counter reset downstream.
+func (s *stream) restart(start, ts pcommon.Timestamp) {
+	if start == 0 {
+		start = ts
+	}
+	s.started, s.start, s.last = true, start, 0
+	s.i, s.f = 0, 0
+	s.hist, s.exp = nil, nil
+}
+
+// touch queues s for the next interval emission, once.
+func (s *stream) touch() {
+	if !s.dirty {
+		s.dirty = true
+		s.shard.dirty = append(s.shard.dirty, s)
+	}
+}
+
+func (p *cumulativeProcessor) shardOf(metricID, h uint64) *shard {
+	// The high bits: the cache uses the low ones to pick its sets.
+	return &p.shards[identity.Combine(metricID, h)>>(64-6)]
+}
+
+// lockStream returns the live stream of (d, attrs) with its shard locked.
+// The fast path is a cache hit on a live stream: one hash, one probe, one
+// lock, no allocation.
+func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now int64, c *counts) *stream {
+	h := p.hashAttrs(attrs)
+	s, ok := p.cache.Get(d.id, h, attrs)
+	if ok {
+		c.hits++
+	} else {
+		c.misses++
+		s = p.resolve(d, h, attrs, now, c)
+	}
+	for {
+		s.shard.mu.Lock()
+		if !s.dead {
+			return s
+		}
+		// Swept as stale after the cache handed it out: find or make the
+		// live one and replace the cache's entry.
+		s.shard.mu.Unlock()
+		set := identity.SetOf(attrs)
+		s = p.lookupOrCreate(d, h, set, now, c)
+		if p.cache.Add(d.id, h, attrs, set, s) {
+			c.evictions++
+		}
+	}
+}
+
+// resolve is the miss path: canonicalise once, find or create the stream,
+// cache it. Concurrent first misses converge in the cache (one create per
+// key) and, after evictions, in the shard map.
+func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) *stream {
+	s, _, evicted := p.cache.GetOrCreate(d.id, h, attrs, func(set identity.Set) *stream {
+		return p.lookupOrCreate(d, h, set, now, c)
+	})
+	if evicted {
+		c.evictions++
+	}
+	return s
+}
+
+// lookupOrCreate returns the stream of (d, set) from the authoritative
+// table, creating it if the limit allows and returning d's overflow stream
+// otherwise. Idempotent: the same key always yields the same live stream.
+func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
+	sh := p.shardOf(d.id, h)
+	key := streamKey{metric: d.id, attrs: set}
+	sh.mu.Lock()
+	if s := sh.streams[key]; s != nil {
+		sh.mu.Unlock()
+		return s
+	}
+	if p.reserve() {
+		s := &stream{shard: sh, desc: d, h: h, attrs: set, seen: now}
+		sh.streams[key] = s
+		sh.mu.Unlock()
+		c.new++
+		return s
+	}
+	sh.mu.Unlock()
+	return p.overflowOf(d, now, c)
+}
+
+// reserve takes one unit of max_streams, or reports that none is left. A
+// compare-and-swap loop, so concurrent creators never overshoot the limit.
+func (p *cumulativeProcessor) reserve() bool {
+	limit := int64(p.cfg.MaxStreams)
+	for {
+		n := p.limited.Load()
+		if n >= limit {
+			return false
+		}
+		if p.limited.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// overflowOf returns d's overflow stream, the one with attributes
+// {otel.metric.overflow: true}, creating it beyond the limit (there is one
+// per metric). A stream that a source itself sent with exactly that
+// attribute set is the same series downstream, so it becomes the overflow
+// stream (and from then on skips the window checks, as points of many
+// streams land in it).
+func (p *cumulativeProcessor) overflowOf(d *metricDesc, now int64, c *counts) *stream {
+	sh := p.shardOf(d.id, overflowHash)
+	key := streamKey{metric: d.id, attrs: overflowSet}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.streams[key]
+	if s == nil {
+		s = &stream{shard: sh, desc: d, h: overflowHash, attrs: overflowSet, seen: now}
+		sh.streams[key] = s
+		c.new++
+	}
+	s.overflow = true
+	return s
+}
+
+// sweep forgets the streams that received no point for max_stale, and the
+// metrics no batch named for as long. It runs in the background, one shard
+// at a time, so ConsumeMetrics never pays for expiry and never waits for
+// more than one shard.
+func (p *cumulativeProcessor) sweep(now time.Time) {
+	cutoff := now.Add(-p.cfg.MaxStale).UnixNano()
+	var removed []*stream
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		for key, s := range sh.streams {
+			if s.seen < cutoff {
+				delete(sh.streams, key)
+				// Cached pointers see this under the shard lock and
+				// re-resolve (lockStream), so a late point starts a new
+				// stream instead of reviving this one.
+				s.dead = true
+				if !s.overflow {
+					p.limited.Add(-1)
+				}
+				removed = append(removed, s)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, s := range removed {
+		// Frees the cache's copy early; an entry left behind (say, one
+		// mapping an overflowed label set to a swept overflow stream) only
+		// costs a re-resolve on its next hit.
+		p.cache.Delete(s.desc.id, s.h, s.attrs, s)
+	}
+	p.metrics.mu.Lock()
+	for h, ds := range p.metrics.byHash {
+		kept := ds[:0]
+		for _, d := range ds {
+			if d.seen.Load() >= cutoff {
+				kept = append(kept, d)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.metrics.byHash, h)
+		} else {
+			p.metrics.byHash[h] = kept
+		}
+	}
+	p.metrics.mu.Unlock()
+	if len(removed) > 0 {
+		p.telemetry.ProcessorCumulativeStreams.Add(context.Background(), -int64(len(removed)))
+		p.logger.Debug("Dropped stale streams", zap.Int("streams", len(removed)))
+	}
+}
