@@ -268,6 +268,7 @@ type collector struct {
 	grpcAddr      string // OTLP/gRPC receiver
 	promAddr      string // promstream exporter
 	telemetryAddr string // internal telemetry (Prometheus pull reader)
+	otlpHTTPAddr  string // standard otlp receiver (OTLP/HTTP), only with startCollectorOTLP
 }
 
 func (c *collector) tracesURL() string    { return "http://" + c.httpAddr + "/v1/traces" }
@@ -316,10 +317,32 @@ service:
 // waits until the exporter serves /metrics.
 func startCollector(t *testing.T) *collector {
 	t.Helper()
+	return startCollectorWith(t, collectorConfig, 4)
+}
+
+// collectorConfigOTLP is collectorConfig plus the distribution's standard
+// otlp receiver (OTLP/HTTP on port %[5]d) in the same metrics pipeline, so
+// any OTLP metrics source feeds cumulative → promstream.
+var collectorConfigOTLP = strings.Replace(strings.Replace(collectorConfig,
+	"processors:\n", "  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:%[5]d\nprocessors:\n", 1),
+	"receivers: [gateway]", "receivers: [gateway, otlp]", 1)
+
+// startCollectorOTLP is startCollector with the otlp receiver enabled.
+func startCollectorOTLP(t *testing.T) *collector {
+	t.Helper()
+	return startCollectorWith(t, collectorConfigOTLP, 5)
+}
+
+func startCollectorWith(t *testing.T, config string, nports int) *collector {
+	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, nports)
+	args := make([]any, len(ports))
+	for i, p := range ports {
+		args[i] = p
+	}
 	cfgPath := filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf(collectorConfig, ports[0], ports[1], ports[2], ports[3])
+	cfg := fmt.Sprintf(config, args...)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatalf("write collector config: %v", err)
 	}
@@ -328,6 +351,9 @@ func startCollector(t *testing.T) *collector {
 		grpcAddr:      hostPort(ports[1]),
 		promAddr:      hostPort(ports[2]),
 		telemetryAddr: hostPort(ports[3]),
+	}
+	if nports > 4 {
+		c.otlpHTTPAddr = hostPort(ports[4])
 	}
 	c.proc = startProcess(t, "otelcol", filepath.Join(dir, "otelcol.log"), otelcolBin, "--config", cfgPath)
 	waitHTTP200(t, c.proc, c.metricsURL())
