@@ -40,14 +40,19 @@ prometheus:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
 
+# Micro-benchmarks beside the code, then the peer comparisons (own modules,
+# so peers never enter the main module): each prints its table with ratios.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .
+	@if [ -d bench/promstream ]; then cd bench/promstream && $(GO) test -run TestReport -v -timeout 30m .; fi
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd e2e && $(GO) vet ./...
+	for d in bench/*/; do (cd $$d && $(GO) vet ./...) || exit 1; done
 
 clean:
 	rm -rf dist
