@@ -386,3 +386,27 @@ func TestClientDisconnectReleasesTheScrape(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSteadyIngestDoesNotAllocatePerPoint: once its series exist, a batch is
+// stored without allocating per point (counters, histograms, summaries).
+func TestSteadyIngestDoesNotAllocatePerPoint(t *testing.T) {
+	e, _ := newTestExporter(t)
+	md := kindsMetrics()
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	sum := ms.At(0).Sum().DataPoints()
+	hist := ms.At(1).Histogram().DataPoints()
+	for i := range 200 {
+		sum.At(0).CopyTo(sum.AppendEmpty())
+		sum.At(sum.Len()-1).Attributes().PutStr("route", "r"+strconv.Itoa(i+2))
+		hist.At(0).CopyTo(hist.AppendEmpty())
+		hist.At(hist.Len()-1).Attributes().PutStr("route", "r"+strconv.Itoa(i+2))
+	}
+	ctx := context.Background()
+	if err := e.consumeMetrics(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(20, func() { _ = e.consumeMetrics(ctx, md) })
+	if points := 2*201 + 3; allocs > 5 {
+		t.Fatalf("a batch of %d known points allocated %.0f times, want a small constant", points, allocs)
+	}
+}

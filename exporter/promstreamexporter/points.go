@@ -73,16 +73,33 @@ func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
 	}
 }
 
-func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
+// pointSlice and distPoint are what the pmetric slices and points of the
+// three distribution types have in common.
+type pointSlice[P any] interface {
+	Len() int
+	At(int) P
+}
+
+type distPoint interface {
+	Attributes() pcommon.Map
+	Flags() pmetric.DataPointFlags
+}
+
+// storeDists stores the points of a distribution metric: hold keeps the
+// point where fill (run under the series' page lock) reads it.
+func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
-		s := p.series(dp.Attributes(), dp.Flags())
-		if s == nil {
-			continue
+		if s := p.series(dp.Attributes(), dp.Flags()); s != nil {
+			hold(p, dp)
+			p.fill = fill
+			s.UpdateDist(p.now, p)
 		}
-		p.hist, p.fill = dp, fillHistogram
-		s.UpdateDist(p.now, p)
 	}
+}
+
+func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) { p.hist = dp }, fillHistogram)
 }
 
 func fillHistogram(p *pointWriter, d *series.Dist) {
@@ -101,15 +118,7 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		s := p.series(dp.Attributes(), dp.Flags())
-		if s == nil {
-			continue
-		}
-		p.summary, p.fill = dp, fillSummary
-		s.UpdateDist(p.now, p)
-	}
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) { p.summary = dp }, fillSummary)
 }
 
 func fillSummary(p *pointWriter, d *series.Dist) {
@@ -135,15 +144,7 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 // equals the count. Nothing is dropped; only resolution within a bucket is
 // lost, as with any classic histogram.
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
-	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
-		s := p.series(dp.Attributes(), dp.Flags())
-		if s == nil {
-			continue
-		}
-		p.expo, p.fill = dp, fillExponential
-		s.UpdateDist(p.now, p)
-	}
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) { p.expo = dp }, fillExponential)
 }
 
 func fillExponential(p *pointWriter, d *series.Dist) {
