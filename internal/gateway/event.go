@@ -1,33 +1,142 @@
 // Package gateway holds the normalized gateway request event and the mappers
-// that turn what gateways emit (OTLP spans today) into it.
+// that turn what gateways emit (OTLP spans, Kong http-log and APISIX
+// http-logger JSON) into it.
 //
-// Strings in an Event borrow the memory of the pdata they were read from: they
-// are valid only while that pdata is. A consumer that keeps one (as a map key,
-// say) must copy it with strings.Clone.
+// Lifetime: strings in an Event borrow the memory of the input they were read
+// from (pdata, or a decoded JSON entry): they are valid only while that input
+// is. A consumer that keeps one (as a map key, say) must copy it with
+// strings.Clone.
 package gateway // import "github.com/otelgateway/otelgateway/internal/gateway"
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 )
 
-// Request is one proxied request, as counted by the receiver.
-type Request struct {
-	// Namespace and Service are the gateway's resource service.namespace and
-	// service.name (one Kong cluster, one Envoy fleet): they keep the series of
-	// different gateways apart. The gateway node's service.instance.id is
-	// deliberately not kept: the series of one collector carry that
-	// collector's identity, so any node may report to any collector and sums
-	// across collectors stay exact.
-	Namespace, Service string
-	// Route is a route template (http.route), never a raw path: raw paths
-	// would make cardinality unbounded.
-	Route string
-	// Method is an upper-case known HTTP method or OtherMethod.
+// Kind is the gateway an event came from; it decides which mapper reads it.
+type Kind uint8
+
+const (
+	// KindAuto asks the mapper to detect the gateway (scope, then resource,
+	// then span attributes). It is only an input, never an event's kind.
+	KindAuto Kind = iota
+	// KindSemconv is any gateway following the HTTP semantic conventions.
+	KindSemconv
+	KindKong
+	KindAPISIX
+	KindEnvoy
+)
+
+var kindNames = [...]string{"auto", "semconv", "kong", "apisix", "envoy"}
+
+// String returns the kind's config name.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// ParseKind reads a config name ("auto", "semconv", "kong", "apisix",
+// "envoy").
+func ParseKind(s string) (Kind, bool) {
+	for i, n := range kindNames {
+		if s == n {
+			return Kind(i), true
+		}
+	}
+	return KindAuto, false
+}
+
+// Source says who produced the response the client got.
+type Source uint8
+
+const (
+	// SourceUnknown: the input does not say (Kong < 3.x spans without a
+	// balancer span, APISIX ≤ 3.16 spans without an upstream status).
+	SourceUnknown Source = iota
+	// SourceUpstream: the upstream service answered.
+	SourceUpstream
+	// SourceGateway: the gateway answered itself (a plugin exit, an error,
+	// no route, an Envoy local reply).
+	SourceGateway
+)
+
+// Unknown marks a latency or size the input did not carry.
+const Unknown = -1
+
+// Event is one proxied request, normalized from any input.
+type Event struct {
+	Kind Kind
+	// Namespace and Gateway are the reporting gateway's service.namespace and
+	// service.name (one Kong cluster, one Envoy fleet); Instance is the node
+	// (service.instance.id, APISIX's hostname or server.hostname). Instance is
+	// never a metric label: any node may report to any collector.
+	Namespace, Gateway, Instance string
+	// Route is a route template (http.route, a Kong route path, APISIX's
+	// matched uri), never a raw URL: raw paths would make cardinality
+	// unbounded. RouteID and RouteName are the gateway's route entity.
+	Route, RouteID, RouteName string
+	// ServiceID and ServiceName are the gateway's service entity (Kong
+	// service, APISIX service); ServiceHost is Kong's fallback for a service
+	// without a name.
+	ServiceID, ServiceName, ServiceHost string
+	// Upstream is the upstream or cluster name; Target the address the
+	// request was proxied to (host or ip, plus TargetPort when the input
+	// carries the port apart, so no string is built per event).
+	Upstream, Target string
+	TargetPort       int64
+	// Host is the matched host (APISIX matched_host).
+	Host string
+	// Method is an upper-case known HTTP method or OtherMethod; "" when the
+	// input had none.
 	Method string
-	// StatusCode is the response status; 0 when the span did not carry one.
+	// StatusCode is the status sent to the client; 0 when unknown.
 	StatusCode int64
+	Consumer   string
+	Workspace  string
+	Source     Source
+	// TotalMS is the whole request as the gateway saw it; UpstreamMS the time
+	// spent waiting for the upstream. Unknown when absent.
+	TotalMS, UpstreamMS float64
+	// RequestSize and ResponseSize are bytes received from and sent to the
+	// client; Unknown when absent.
+	RequestSize, ResponseSize int64
+	GenAI                     GenAI
+}
+
+// GenAI is what an AI-gateway request adds (OpenTelemetry GenAI attributes).
+type GenAI struct {
+	// Provider is gen_ai.provider.name, or the older gen_ai.system.
+	Provider, RequestModel, ResponseModel string
+	// InputTokens and OutputTokens are Unknown when absent.
+	InputTokens, OutputTokens int64
+}
+
+// IsLLM reports whether the event carries GenAI attributes.
+func (g *GenAI) IsLLM() bool {
+	return g.Provider != "" || g.RequestModel != "" || g.ResponseModel != ""
+}
+
+// Reset clears e for reuse, with every measurement Unknown.
+func (e *Event) Reset() {
+	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
+		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown}}
+}
+
+// GatewayMS is the latency the gateway added: total − upstream, clamped at 0
+// (APISIX's apisix latency, Kong's kong latency); ok is false unless both are
+// known. Without an upstream (a gateway-generated response) it is the total.
+func (e *Event) GatewayMS() (float64, bool) {
+	if e.TotalMS < 0 {
+		return 0, false
+	}
+	if e.UpstreamMS < 0 {
+		return e.TotalMS, true
+	}
+	return max(0, e.TotalMS-e.UpstreamMS), true
 }
 
 // OtherMethod stands for any method outside the known set, as the HTTP
@@ -69,4 +178,13 @@ func validStatus(n int64) int64 {
 		return 0
 	}
 	return n
+}
+
+// parseFloat reads a decimal number; NaN when s is not one.
+func parseFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return f
 }

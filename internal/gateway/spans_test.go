@@ -67,15 +67,22 @@ func envoyTrace(td ptrace.Traces, status string) {
 	child.SetParentSpanID(root.SpanID())
 }
 
-func countAll(t *testing.T, td ptrace.Traces) []Request {
+func countAll(t *testing.T, td ptrace.Traces) []Event {
 	t.Helper()
 	var c SpanCounter
-	var got []Request
-	_, counted := c.Count(td, func(r Request) { got = append(got, r) })
+	var got []Event
+	_, counted := c.Count(td, func(e *Event) { got = append(got, *e) })
 	if counted != len(got) {
-		t.Fatalf("Count returned %d but reported %d requests", counted, len(got))
+		t.Fatalf("Count returned %d but reported %d events", counted, len(got))
 	}
 	return got
+}
+
+// base is an Event with nothing known, as Reset leaves it.
+func base() Event {
+	var e Event
+	e.Reset()
+	return e
 }
 
 func TestCountKongAndEnvoy(t *testing.T) {
@@ -83,16 +90,20 @@ func TestCountKongAndEnvoy(t *testing.T) {
 	kongTrace(td, pcommon.SpanID{})
 	envoyTrace(td, "503")
 	got := countAll(t, td)
-	want := []Request{
-		{Service: "kong", Route: "/anything", Method: "POST", StatusCode: 200},
-		{Namespace: "edge", Service: "front-envoy", Method: "GET", StatusCode: 503},
-	}
+	kong := base()
+	kong.Kind, kong.Gateway, kong.Instance = KindKong, "kong", "9343ac04-81d6-4ac8-bb5a-c7322c823368"
+	kong.Route, kong.Method, kong.StatusCode = "/anything", "POST", 200
+	kong.TargetPort, kong.Source = 80, SourceUpstream
+	envoy := base()
+	envoy.Kind, envoy.Namespace, envoy.Gateway = KindEnvoy, "edge", "front-envoy"
+	envoy.Method, envoy.StatusCode, envoy.Upstream, envoy.Source = "GET", 503, "fake_cluster", SourceGateway
+	want := []Event{kong, envoy}
 	if len(got) != len(want) {
-		t.Fatalf("got %d requests %+v, want %+v", len(got), got, want)
+		t.Fatalf("got %d events %+v, want %+v", len(got), got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+			t.Errorf("event %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
 }
@@ -102,8 +113,9 @@ func TestRootWithRemoteParentCounts(t *testing.T) {
 	// A client sent a traceparent: Kong's root span has a parent that is not
 	// in the export.
 	kongTrace(td, pcommon.SpanID{9, 9, 9, 9, 9, 9, 9, 9})
-	if got := countAll(t, td); len(got) != 1 {
-		t.Fatalf("counted %d requests, want 1: %+v", len(got), got)
+	got := countAll(t, td)
+	if len(got) != 1 || got[0].TargetPort != 80 {
+		t.Fatalf("counted %+v, want 1 event completed by its balancer span", got)
 	}
 }
 
@@ -121,16 +133,23 @@ func TestNestedServerSpanNotCountedTwice(t *testing.T) {
 }
 
 func TestStableNamesWinOverOldOnes(t *testing.T) {
-	attrs := pcommon.NewMap()
+	td := ptrace.NewTraces()
+	span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	span.SetKind(ptrace.SpanKindServer)
+	attrs := span.Attributes()
 	attrs.PutStr("http.request.method", "PUT")
 	attrs.PutStr("http.method", "GET")
 	attrs.PutInt("http.response.status_code", 204)
-	attrs.PutInt("http.status_code", 502) // APISIX ≤ 3.16: the upstream's status
+	attrs.PutInt("http.status_code", 502)
 	attrs.PutStr("http.route", "/items/{id}")
-	got := requestOf(Request{Service: "gw"}, attrs)
-	want := Request{Service: "gw", Route: "/items/{id}", Method: "PUT", StatusCode: 204}
-	if got != want {
-		t.Fatalf("requestOf = %+v, want %+v", got, want)
+	attrs.PutInt("http.request.body.size", 10)
+	attrs.PutStr("http.response_content_length", "20")
+	got := countAll(t, td)
+	want := base()
+	want.Kind, want.Route, want.Method, want.StatusCode = KindSemconv, "/items/{id}", "PUT", 204
+	want.RequestSize, want.ResponseSize = 10, 20
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
 
@@ -144,6 +163,7 @@ func TestStatusEncodings(t *testing.T) {
 		{"double from Lua", func(v pcommon.Value) { v.SetDouble(201) }, 201},
 		{"fractional double", func(v pcommon.Value) { v.SetDouble(200.5) }, 0},
 		{"NaN", func(v pcommon.Value) { v.SetDouble(math.NaN()) }, 0},
+		{"huge double", func(v pcommon.Value) { v.SetDouble(1e300) }, 0},
 		{"envoy string", func(v pcommon.Value) { v.SetStr("503") }, 503},
 		{"envoy no response", func(v pcommon.Value) { v.SetStr("0") }, 0},
 		{"garbage", func(v pcommon.Value) { v.SetStr("2OO") }, 0},
@@ -177,8 +197,9 @@ func TestCountDoesNotAllocate(t *testing.T) {
 	envoyTrace(td, "200")
 	var c SpanCounter
 	n := 0
+	c.Count(td, func(*Event) { n++ }) // warm the scratch state
 	allocs := testing.AllocsPerRun(100, func() {
-		c.Count(td, func(Request) { n++ })
+		c.Count(td, func(*Event) { n++ })
 	})
 	if allocs != 0 {
 		t.Fatalf("Count allocated %.1f times per batch, want 0", allocs)

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// apisixEntry is the part of APISIX's http-logger default log format
+// (log-util.lua get_full_log, gateway-formats.md §2d) that metrics need.
+type apisixEntry struct {
+	Request struct {
+		Method string `json:"method"`
+		URI    string `json:"uri"`
+		Size   Number `json:"size"`
+	} `json:"request"`
+	Response struct {
+		Status *Number `json:"status"`
+		Size   Number  `json:"size"`
+	} `json:"response"`
+	Server struct {
+		Hostname string `json:"hostname"`
+	} `json:"server"`
+	Upstream  string `json:"upstream"`
+	ServiceID string `json:"service_id"`
+	RouteID   string `json:"route_id"`
+	Consumer  *struct {
+		Username string `json:"username"`
+	} `json:"consumer"`
+	Latency         Number `json:"latency"`
+	UpstreamLatency Number `json:"upstream_latency"`
+}
+
+func (a *apisixEntry) reset() {
+	*a = apisixEntry{}
+	a.Request.Size, a.Response.Size = unknownNumber(), unknownNumber()
+	a.Latency, a.UpstreamLatency = unknownNumber(), unknownNumber()
+}
+
+// DecodeAPISIXHTTPLogger maps an APISIX http-logger body: one object
+// (batch_max_size = 1), an array (concat_method json) or newline-delimited
+// objects (concat_method new_line). Contract as DecodeKongHTTPLog.
+func DecodeAPISIXHTTPLogger(body []byte, fn func(*Event)) (entries int, entryErrs []EntryError, err error) {
+	var a apisixEntry
+	var e Event
+	return forEachEntry(body, true, func(_ int, raw json.RawMessage) error {
+		a.reset()
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return jsonError(err)
+		}
+		if err := a.event(&e); err != nil {
+			return err
+		}
+		fn(&e)
+		return nil
+	})
+}
+
+func (a *apisixEntry) event(e *Event) error {
+	e.Reset()
+	e.Kind = KindAPISIX
+	if a.Response.Status == nil {
+		return errors.New("response.status is missing")
+	}
+	f := float64(*a.Response.Status)
+	if e.StatusCode = validStatus(int64(f)); e.StatusCode == 0 || f != float64(e.StatusCode) {
+		return errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	if a.Request.Method != "" {
+		e.Method = NormalizeMethod(a.Request.Method)
+	}
+	e.Instance = a.Server.Hostname
+	e.RouteID = a.RouteID
+	// With no route matched, service_id is $host and route_id is absent
+	// (§2d): that host is not a service.
+	if a.RouteID != "" {
+		e.ServiceID = a.ServiceID
+	}
+	// upstream is $upstream_addr: the balancer's "ip:port" (several,
+	// comma-separated, after retries; the last one answered).
+	e.Target = lastAddr(a.Upstream)
+	if a.Consumer != nil {
+		e.Consumer = a.Consumer.Username
+	}
+	e.TotalMS = a.Latency.ms()
+	e.UpstreamMS = a.UpstreamLatency.ms()
+	if e.UpstreamMS >= 0 {
+		e.Source = SourceUpstream
+	} else {
+		e.Source = SourceGateway
+	}
+	e.RequestSize = a.Request.Size.size()
+	e.ResponseSize = a.Response.Size.size()
+	return nil
+}
+
+// lastAddr returns the last address of nginx's "a, b : c" list.
+func lastAddr(s string) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == ',' || s[i] == ':' && i > 0 && s[i-1] == ' ' {
+			return trimSpace(s[i+1:])
+		}
+	}
+	return trimSpace(s)
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && s[0] == ' ' {
+		s = s[1:]
+	}
+	for len(s) > 0 && s[len(s)-1] == ' ' {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func decodeAPISIX(t *testing.T, body string) ([]Event, int, []EntryError, error) {
+	t.Helper()
+	var got []Event
+	n, errs, err := DecodeAPISIXHTTPLogger([]byte(body), func(e *Event) { got = append(got, *e) })
+	return got, n, errs, err
+}
+
+// apisixSampleEvent is what the verbatim APISIX 3.9.0 sample (§2d) maps to.
+func apisixSampleEvent() Event {
+	e := base()
+	e.Kind, e.Method, e.StatusCode, e.Source = KindAPISIX, "GET", 200, SourceUpstream
+	e.Instance, e.RouteID, e.Target = "7d8d831179d4", "http-logger-route", "3.213.1.197:80"
+	e.TotalMS, e.UpstreamMS, e.RequestSize, e.ResponseSize = 1200.0000476837, 1133, 85, 617
+	return e
+}
+
+func TestAPISIXHTTPLoggerShapes(t *testing.T) {
+	sample, err := os.ReadFile("testdata/apisix-3.9-http-logger.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := strings.TrimSpace(string(sample))
+	entry = strings.TrimSuffix(strings.TrimPrefix(entry, "["), "]") // the one object
+	compact := strings.Join(strings.Fields(entry), "")              // one line for NDJSON
+	for name, body := range map[string]string{
+		"array (concat_method json, the published sample)": string(sample),
+		"one object (batch_max_size 1)":                    entry,
+		"NDJSON (concat_method new_line)":                  compact + "\n" + compact + "\n" + compact,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, n, errs, err := decodeAPISIX(t, body)
+			if err != nil || len(errs) != 0 || n != len(got) || n == 0 {
+				t.Fatalf("n=%d events=%d errs=%v err=%v", n, len(got), errs, err)
+			}
+			for _, e := range got {
+				if e != apisixSampleEvent() {
+					t.Fatalf("got  %+v\nwant %+v", e, apisixSampleEvent())
+				}
+			}
+		})
+	}
+}
+
+func TestAPISIXHTTPLoggerNoRouteAndBadLine(t *testing.T) {
+	// No route matched: service_id is $host, no route_id, no upstream.
+	body := `{"request":{"method":"GET","size":"40"},"response":{"status":404,"size":"230"},"service_id":"example.com","latency":0.5,"apisix_latency":0.5,"server":{"hostname":"h1"}}
+{"request":{"method":"GET"},"response":{"status":200},"upstream":"10.0.0.1:80, 10.0.0.2:80","route_id":"1","service_id":"s","latency":30,"upstream_latency":20,"consumer":{"username":"bob"}}
+{"response":{}}
+{"broken`
+	got, n, errs, err := decodeAPISIX(t, body)
+	if err != nil || n != 4 || len(got) != 2 {
+		t.Fatalf("n=%d events=%d err=%v", n, len(got), err)
+	}
+	noRoute := base()
+	noRoute.Kind, noRoute.Method, noRoute.StatusCode, noRoute.Source, noRoute.Instance = KindAPISIX, "GET", 404, SourceGateway, "h1"
+	noRoute.TotalMS, noRoute.RequestSize, noRoute.ResponseSize = 0.5, 40, 230
+	retried := base()
+	retried.Kind, retried.Method, retried.StatusCode, retried.Source = KindAPISIX, "GET", 200, SourceUpstream
+	retried.RouteID, retried.ServiceID, retried.Target, retried.Consumer, retried.TotalMS, retried.UpstreamMS = "1", "s", "10.0.0.2:80", "bob", 30, 20
+	if got[0] != noRoute || got[1] != retried {
+		t.Fatalf("got %+v\nwant %+v\n and %+v", got, noRoute, retried)
+	}
+	want := []string{"entry 2: response.status is missing", "entry 3: unexpected EOF"}
+	if len(errs) != 2 || errs[0].Error() != want[0] || errs[1].Error() != want[1] {
+		t.Fatalf("errors %v, want %v", errs, want)
+	}
+}
+
+// FuzzDecodeAPISIXHTTPLogger: as FuzzDecodeKongHTTPLog.
+// Run: go test ./internal/gateway -run '^$' -fuzz FuzzDecodeAPISIXHTTPLogger -fuzztime 60s
+func FuzzDecodeAPISIXHTTPLogger(f *testing.F) {
+	sample, err := os.ReadFile("testdata/apisix-3.9-http-logger.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sample)
+	f.Add([]byte(`{"response":{"status":200}}` + "\n" + `{"response":{"status":"503"},"upstream":" : "}`))
+	f.Add([]byte(`{"response":{"status":200},"latency":"NaN","upstream":","}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, errs, err := DecodeAPISIXHTTPLogger(body, func(e *Event) { checkEvent(t, e) })
+		if err != nil && (n != 0 || len(errs) != 0) {
+			t.Fatalf("body error %v with %d entries and %d entry errors", err, n, len(errs))
+		}
+		if len(errs) > n {
+			t.Fatalf("%d entry errors for %d entries", len(errs), n)
+		}
+	})
+}
