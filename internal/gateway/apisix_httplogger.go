@@ -29,12 +29,13 @@ type apisixEntry struct {
 	} `json:"consumer"`
 	Latency         Number `json:"latency"`
 	UpstreamLatency Number `json:"upstream_latency"`
+	APISIXLatency   Number `json:"apisix_latency"`
 }
 
 func (a *apisixEntry) reset() {
 	*a = apisixEntry{}
 	a.Request.Size, a.Response.Size = unknownNumber(), unknownNumber()
-	a.Latency, a.UpstreamLatency = unknownNumber(), unknownNumber()
+	a.Latency, a.UpstreamLatency, a.APISIXLatency = unknownNumber(), unknownNumber(), unknownNumber()
 }
 
 // DecodeAPISIXHTTPLogger maps an APISIX http-logger body: one object
@@ -84,6 +85,7 @@ func (a *apisixEntry) event(e *Event) error {
 	}
 	e.TotalMS = a.Latency.ms()
 	e.UpstreamMS = a.UpstreamLatency.ms()
+	e.AddedMS = a.APISIXLatency.ms()
 	if e.UpstreamMS >= 0 {
 		e.Source = SourceUpstream
 	} else {

@@ -18,7 +18,7 @@ func apisixSampleEvent() Event {
 	e := base()
 	e.Kind, e.Method, e.StatusCode, e.Source = KindAPISIX, "GET", 200, SourceUpstream
 	e.Instance, e.RouteID, e.Target = "7d8d831179d4", "http-logger-route", "3.213.1.197:80"
-	e.TotalMS, e.UpstreamMS, e.RequestSize, e.ResponseSize = 1200.0000476837, 1133, 85, 617
+	e.TotalMS, e.UpstreamMS, e.AddedMS, e.RequestSize, e.ResponseSize = 1200.0000476837, 1133, 67.000047683716, 85, 617
 	return e
 }
 
@@ -61,6 +61,7 @@ func TestAPISIXHTTPLoggerNoRouteAndBadLine(t *testing.T) {
 	}
 	noRoute := base()
 	noRoute.Kind, noRoute.Method, noRoute.StatusCode, noRoute.Source, noRoute.Instance = KindAPISIX, "GET", 404, SourceGateway, "h1"
+	noRoute.AddedMS = 0.5
 	noRoute.TotalMS, noRoute.RequestSize, noRoute.ResponseSize = 0.5, 40, 230
 	retried := base()
 	retried.Kind, retried.Method, retried.StatusCode, retried.Source = KindAPISIX, "GET", 200, SourceUpstream

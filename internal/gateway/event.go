@@ -101,6 +101,10 @@ type Event struct {
 	// TotalMS is the whole request as the gateway saw it; UpstreamMS the time
 	// spent waiting for the upstream. Unknown when absent.
 	TotalMS, UpstreamMS float64
+	// AddedMS is the latency the gateway itself reports adding (Kong's
+	// latencies.kong, APISIX's apisix_latency); Unknown when it does not,
+	// and GatewayMS derives it.
+	AddedMS float64
 	// RequestSize and ResponseSize are bytes received from and sent to the
 	// client; Unknown when absent.
 	RequestSize, ResponseSize int64
@@ -122,14 +126,18 @@ func (g *GenAI) IsLLM() bool {
 
 // Reset clears e for reuse, with every measurement Unknown.
 func (e *Event) Reset() {
-	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
+	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
 		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown}}
 }
 
-// GatewayMS is the latency the gateway added: total − upstream, clamped at 0
-// (APISIX's apisix latency, Kong's kong latency); ok is false unless both are
-// known. Without an upstream (a gateway-generated response) it is the total.
+// GatewayMS is the latency the gateway added: AddedMS when the gateway
+// reported it, else total − upstream clamped at 0; without an upstream (a
+// gateway-generated response) it is the total. ok is false when the total
+// is unknown too.
 func (e *Event) GatewayMS() (float64, bool) {
+	if e.AddedMS >= 0 {
+		return e.AddedMS, true
+	}
 	if e.TotalMS < 0 {
 		return 0, false
 	}

@@ -117,6 +117,7 @@ func (k *kongEntry) event(e *Event) error {
 	}
 	e.TotalMS = k.Latencies.Request.ms()
 	e.UpstreamMS = k.Latencies.Proxy.ms() // -1 (no upstream) reads as Unknown
+	e.AddedMS = k.Latencies.Kong.ms()
 	e.RequestSize = k.Request.Size.size()
 	e.ResponseSize = k.Response.Size.size()
 	if n := len(k.Tries); n > 0 {

@@ -1,6 +1,7 @@
 package gatewayreceiver
 
 import (
+	"sort"
 	"strings"
 	"sync"
 
@@ -11,145 +12,287 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
-// The request counter the receiver emits, named after the HTTP semantic
-// conventions' attribute set; the Prometheus name is gateway_requests_total.
-const (
-	metricRequests     = "gateway.requests"
-	metricRequestsUnit = "{request}"
-	metricRequestsDesc = "Requests proxied by the gateway, counted from its root SERVER spans."
+// overflowKey is the tuple every event of a new tuple is folded into once
+// max_series tuples exist; its series carry only otel.metric.overflow=true.
+var overflowKey = tupleKey{overflow: true}
 
-	attrRoute      = "http.route"
-	attrMethod     = "http.request.method"
-	attrStatusCode = "http.response.status_code"
-)
-
-// requestKey is the label tuple one request is counted under. Its strings are
-// owned by the aggregator (cloned on insert), never borrowed from pdata.
-type requestKey struct {
-	namespace, service, route, method string
-	status                            int64
+// series is one stream of one family over the current window. Sums use
+// total; histograms count, sum and buckets (len(bounds)+1, the last +Inf).
+type series struct {
+	key     tupleKey // projected on the family's labels
+	total   float64
+	count   uint64
+	sum     float64
+	buckets []uint64
+	// touched: updated in this window (emit it); seen: a bundle that holds
+	// it was used in this window (keep it).
+	touched, seen bool
 }
 
-// counted is one label tuple and its count in the current window.
-type counted struct {
-	key requestKey
-	n   uint64
-}
-
-// aggregator counts requests per label tuple over one flush window.
-//
-// Concurrency: add and take may be called from any goroutine; they serialise
-// on mu, which is held only for map updates and a copy of the counts, never
-// while pdata is built or sent downstream.
-type aggregator struct {
-	mu sync.Mutex
-	// counts keeps an entry per tuple seen in the current or previous window,
-	// so steady traffic never reallocates keys; take drops the entries that
-	// stayed at zero for a whole window, which bounds the map by the tuples
-	// active in two consecutive windows.
-	counts map[requestKey]*uint64
-	// snapshot is reused by take to avoid allocating per flush.
-	snapshot []counted
-}
-
-func newAggregator() *aggregator {
-	return &aggregator{counts: make(map[requestKey]*uint64)}
-}
-
-// addLocked counts one request; the caller holds a.mu.
-func (a *aggregator) addLocked(r gateway.Request) {
-	k := requestKey{namespace: r.Namespace, service: r.Service, route: r.Route, method: r.Method, status: r.StatusCode}
-	if n := a.counts[k]; n != nil {
-		*n++
+func (s *series) add(f *family, v float64) {
+	if !f.hist {
+		s.total += v
 		return
 	}
-	// First sighting: copy the strings out of the request's buffer.
-	k.namespace, k.service = strings.Clone(k.namespace), strings.Clone(k.service)
-	k.route, k.method = strings.Clone(k.route), strings.Clone(k.method)
-	n := uint64(1)
-	a.counts[k] = &n
+	v *= f.scale
+	s.count++
+	s.sum += v
+	// Bounds are upper-inclusive, as Prometheus' le.
+	i := sort.SearchFloat64s(f.bounds, v)
+	s.buckets[i]++
 }
 
-// merge adds counts back, used when a flush failed with a retryable error.
-func (a *aggregator) merge(items []counted) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, it := range items {
-		if n := a.counts[it.key]; n != nil {
-			*n += it.n
+// bundle is the handle of one tuple: the series of every family that an
+// event of that tuple updates, found with one map lookup.
+type bundle struct {
+	series []*series // aligned with profile.families
+}
+
+type familyState struct {
+	series  map[tupleKey]*series
+	touched []*series
+}
+
+// aggregator turns events into per-window series under one profile.
+//
+// Hot path: hash the event's tuple once (one Go map lookup keyed by
+// tupleKey), get its bundle, update every family's series through the
+// bundle's pointers. No allocation once the tuple has been seen: strings are
+// cloned only when a tuple is first inserted.
+//
+// Concurrency: addLocked runs with mu held (ingest takes it once per export
+// or log batch); take and merge take it themselves. pdata is built from the
+// snapshot after mu is released.
+type aggregator struct {
+	mu        sync.Mutex
+	prof      *profile
+	dims      dimensions
+	maxSeries int
+	bundles   map[tupleKey]*bundle
+	fams      []familyState
+	// unmapped counts events the profile does not count (no route under
+	// the kong profile); overflowed counts events folded into overflowKey.
+	unmapped, overflowed int64
+	snap                 []point
+	bucketBuf            []uint64
+}
+
+// point is one emitted point of the window.
+type point struct {
+	fam          int
+	key          tupleKey
+	total, sum   float64
+	count        uint64
+	bucketsStart int // into bucketBuf
+}
+
+func newAggregator(prof *profile, dims dimensions, maxSeries int) *aggregator {
+	a := &aggregator{prof: prof, dims: dims, maxSeries: maxSeries, bundles: make(map[tupleKey]*bundle)}
+	a.fams = make([]familyState, len(prof.families))
+	for i := range a.fams {
+		a.fams[i].series = make(map[tupleKey]*series)
+	}
+	return a
+}
+
+// addLocked records one event; the caller holds a.mu. It reports whether
+// the profile counted the event.
+func (a *aggregator) addLocked(e *gateway.Event) bool {
+	k, ok := a.prof.key(e, a.dims)
+	if !ok {
+		a.unmapped++
+		return false
+	}
+	b := a.bundles[k]
+	if b == nil {
+		if a.maxSeries > 0 && len(a.bundles) >= a.maxSeries {
+			a.overflowed++
+			k = overflowKey
+			b = a.bundles[k]
+		}
+		if b == nil {
+			b = a.newBundle(cloneKey(k))
+		}
+	}
+	for i := range a.prof.families {
+		f := &a.prof.families[i]
+		s := b.series[i]
+		s.seen = true
+		v, ok := valueOf(f.measure, e)
+		if !ok {
 			continue
 		}
-		n := it.n
-		a.counts[it.key] = &n
+		s.add(f, v)
+		if !s.touched {
+			s.touched = true
+			a.fams[i].touched = append(a.fams[i].touched, s)
+		}
+	}
+	return true
+}
+
+// newBundle creates the bundle of k, sharing the series that other bundles
+// already project onto (a latency histogram is shared by every status code).
+func (a *aggregator) newBundle(k tupleKey) *bundle {
+	b := &bundle{series: make([]*series, len(a.prof.families))}
+	for i := range a.prof.families {
+		b.series[i] = a.seriesOf(i, a.prof.families[i].project(k))
+	}
+	a.bundles[k] = b
+	return b
+}
+
+func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
+	fs := &a.fams[fam]
+	s := fs.series[pk]
+	if s == nil {
+		s = &series{key: pk}
+		if f := &a.prof.families[fam]; f.hist {
+			s.buckets = make([]uint64, len(f.bounds)+1)
+		}
+		fs.series[pk] = s
+	}
+	return s
+}
+
+func cloneKey(k tupleKey) tupleKey {
+	for _, p := range []*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model} {
+		*p = strings.Clone(*p)
+	}
+	return k
+}
+
+// take returns the points of the window that just ended and starts a new
+// one. Series no bundle used for a whole window are dropped (and with them
+// every bundle, rebuilt on next use), which bounds memory by the tuples
+// active in two consecutive windows. The result is reused by the next call.
+func (a *aggregator) take() ([]point, []uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.snap, a.bucketBuf = a.snap[:0], a.bucketBuf[:0]
+	for i := range a.fams {
+		fs := &a.fams[i]
+		for _, s := range fs.touched {
+			p := point{fam: i, key: s.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf)}
+			a.bucketBuf = append(a.bucketBuf, s.buckets...)
+			a.snap = append(a.snap, p)
+			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
+			clear(s.buckets)
+		}
+		clear(fs.touched)
+		fs.touched = fs.touched[:0]
+	}
+	evicted := false
+	for i := range a.fams {
+		for k, s := range a.fams[i].series {
+			if !s.seen {
+				delete(a.fams[i].series, k)
+				evicted = true
+			}
+			s.seen = false
+		}
+	}
+	if evicted {
+		clear(a.bundles)
+	}
+	return a.snap, a.bucketBuf
+}
+
+// merge adds points back, used when a flush failed with a retryable error.
+func (a *aggregator) merge(points []point, buckets []uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range points {
+		s := a.seriesOf(p.fam, p.key)
+		s.total += p.total
+		s.sum += p.sum
+		s.count += p.count
+		for i := range s.buckets {
+			s.buckets[i] += buckets[p.bucketsStart+i]
+		}
+		s.seen = true
+		if !s.touched {
+			s.touched = true
+			a.fams[p.fam].touched = append(a.fams[p.fam].touched, s)
+		}
 	}
 }
 
-// take returns the counts of the window that just ended and starts a new one.
-// The returned slice is reused by the next call.
-func (a *aggregator) take() []counted {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.snapshot = a.snapshot[:0]
-	for k, n := range a.counts {
-		if *n == 0 {
-			delete(a.counts, k)
-			continue
-		}
-		a.snapshot = append(a.snapshot, counted{key: k, n: *n})
-		*n = 0
-	}
-	return a.snapshot
-}
-
-// gatewayID is the resource a request count is reported under.
+// gatewayID is the resource a point is reported under (the otel profile's
+// service.namespace and service.name; empty for the kong and apisix
+// profiles, whose series carry only the gateway plugin's labels).
 type gatewayID struct{ namespace, service string }
 
-// toMetrics renders one window as delta monotonic sums, one ResourceMetrics
-// per gateway (service.namespace, service.name).
-func toMetrics(items []counted, start, now pcommon.Timestamp) pmetric.Metrics {
+// toMetrics renders one window as delta points: monotonic sums and
+// histograms, one ResourceMetrics per gateway, one metric per family name.
+func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
-	byGateway := make(map[gatewayID]pmetric.NumberDataPointSlice)
-	for _, it := range items {
-		id := gatewayID{it.key.namespace, it.key.service}
-		dps, ok := byGateway[id]
+	type metricKey struct {
+		res  gatewayID
+		name string
+	}
+	scopes := make(map[gatewayID]pmetric.MetricSlice)
+	metrics := make(map[metricKey]pmetric.Metric)
+	for _, p := range points {
+		f := &a.prof.families[p.fam]
+		id := gatewayID{p.key.namespace, p.key.gateway}
+		ms, ok := scopes[id]
 		if !ok {
-			dps = newRequestsMetric(md, id)
-			byGateway[id] = dps
+			rm := md.ResourceMetrics().AppendEmpty()
+			if id.service != "" {
+				rm.Resource().Attributes().PutStr("service.name", id.service)
+			}
+			if id.namespace != "" {
+				rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
+			}
+			sm := rm.ScopeMetrics().AppendEmpty()
+			sm.Scope().SetName(metadata.ScopeName)
+			ms = sm.Metrics()
+			scopes[id] = ms
 		}
-		dp := dps.AppendEmpty()
-		dp.SetStartTimestamp(start)
-		dp.SetTimestamp(now)
-		dp.SetIntValue(int64(it.n))
-		attrs := dp.Attributes()
-		if it.key.route != "" {
-			attrs.PutStr(attrRoute, it.key.route)
+		mk := metricKey{id, f.name}
+		m, ok := metrics[mk]
+		if !ok {
+			m = ms.AppendEmpty()
+			m.SetName(f.name)
+			m.SetUnit(f.unit)
+			m.SetDescription(f.desc)
+			if f.hist {
+				m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+			} else {
+				sum := m.SetEmptySum()
+				sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+				sum.SetIsMonotonic(true)
+			}
+			metrics[mk] = m
 		}
-		if it.key.method != "" {
-			attrs.PutStr(attrMethod, it.key.method)
+		var attrs pcommon.Map
+		if f.hist {
+			dp := m.Histogram().DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			dp.SetCount(p.count)
+			dp.SetSum(p.sum)
+			dp.ExplicitBounds().FromRaw(f.bounds)
+			dp.BucketCounts().FromRaw(buckets[p.bucketsStart : p.bucketsStart+len(f.bounds)+1])
+			attrs = dp.Attributes()
+		} else {
+			dp := m.Sum().DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			// Every sum counts requests, bytes or tokens: whole numbers.
+			dp.SetIntValue(int64(p.total))
+			attrs = dp.Attributes()
 		}
-		if it.key.status != 0 {
-			attrs.PutInt(attrStatusCode, it.key.status)
+		if p.key.overflow {
+			attrs.PutBool("otel.metric.overflow", true)
+		} else {
+			f.labels(&p.key, attrs)
+		}
+		if f.constKey != "" {
+			attrs.PutStr(f.constKey, f.constVal)
 		}
 	}
 	return md
-}
-
-func newRequestsMetric(md pmetric.Metrics, id gatewayID) pmetric.NumberDataPointSlice {
-	rm := md.ResourceMetrics().AppendEmpty()
-	if id.service != "" {
-		rm.Resource().Attributes().PutStr("service.name", id.service)
-	}
-	if id.namespace != "" {
-		rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
-	}
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(metadata.ScopeName)
-	m := sm.Metrics().AppendEmpty()
-	m.SetName(metricRequests)
-	m.SetUnit(metricRequestsUnit)
-	m.SetDescription(metricRequestsDesc)
-	sum := m.SetEmptySum()
-	sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-	sum.SetIsMonotonic(true)
-	return sum.DataPoints()
 }

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
+
+	"github.com/otelgateway/otelgateway/internal/gateway"
 )
 
 // Default endpoints sit next to, never on, the standard OTLP receiver's
@@ -16,7 +18,10 @@ const (
 	defaultGRPCEndpoint  = "localhost:14317"
 	defaultHTTPEndpoint  = "localhost:14318"
 	defaultFlushInterval = 5 * time.Second
+	defaultMaxSeries     = 10000
 	tracesURLPath        = "/v1/traces"
+	kongLogURLPath       = "/kong/http-log"
+	apisixLogURLPath     = "/apisix/http-logger"
 )
 
 // Config is the gateway receiver's configuration.
@@ -27,6 +32,17 @@ type Config struct {
 	// FlushInterval is how often the counted requests are emitted downstream
 	// as delta sums (one point per label set touched in the interval).
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// Profile names the metrics: otel (default), kong or apisix.
+	Profile string `mapstructure:"profile"`
+	// Dimensions are the optional gateway.* attributes of the otel profile
+	// (service, upstream, target, consumer, response_source).
+	Dimensions []string `mapstructure:"dimensions"`
+	// MaxSeries bounds the label tuples held per window; events of a new
+	// tuple beyond it are counted under the otel.metric.overflow tuple.
+	MaxSeries int `mapstructure:"max_series"`
+	// Detect forces the gateway kind of OTLP traces (auto, kong, apisix,
+	// envoy, semconv).
+	Detect string `mapstructure:"detect"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -52,6 +68,9 @@ func createDefaultConfig() *Config {
 			HTTP: configoptional.Some(httpCfg),
 		},
 		FlushInterval: defaultFlushInterval,
+		Profile:       profileOTel,
+		MaxSeries:     defaultMaxSeries,
+		Detect:        "auto",
 	}
 }
 
@@ -70,5 +89,56 @@ func (c *Config) Validate() error {
 	if c.FlushInterval <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))
 	}
+	switch c.Profile {
+	case profileOTel, profileKong, profileAPISIX:
+	default:
+		errs = errors.Join(errs, fmt.Errorf("profile must be %q, %q or %q, got %q", profileOTel, profileKong, profileAPISIX, c.Profile))
+	}
+	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
+		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
+	}
+	for _, d := range c.Dimensions {
+		if _, ok := dimensionOf(d); !ok {
+			errs = errors.Join(errs, fmt.Errorf("dimensions: unknown dimension %q, want one of service, upstream, target, consumer, response_source", d))
+		}
+	}
+	if c.MaxSeries < 0 {
+		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
+	}
+	if k, ok := gateway.ParseKind(c.Detect); !ok || k.String() != c.Detect {
+		errs = errors.Join(errs, fmt.Errorf("detect must be one of auto, kong, apisix, envoy, semconv, got %q", c.Detect))
+	}
 	return errs
+}
+
+// dimensionOf names an optional otel-profile attribute.
+func dimensionOf(name string) (func(*dimensions), bool) {
+	switch name {
+	case "service":
+		return func(d *dimensions) { d.service = true }, true
+	case "upstream":
+		return func(d *dimensions) { d.upstream = true }, true
+	case "target":
+		return func(d *dimensions) { d.target = true }, true
+	case "consumer":
+		return func(d *dimensions) { d.consumer = true }, true
+	case "response_source":
+		return func(d *dimensions) { d.source = true }, true
+	}
+	return nil, false
+}
+
+func (c *Config) dimensions() dimensions {
+	var d dimensions
+	for _, name := range c.Dimensions {
+		if set, ok := dimensionOf(name); ok {
+			set(&d)
+		}
+	}
+	return d
+}
+
+func (c *Config) detect() gateway.Kind {
+	k, _ := gateway.ParseKind(c.Detect)
+	return k
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var grpcAccepted = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "accepted"))
@@ -40,7 +43,13 @@ type traceService struct {
 }
 
 func (s *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	s.r.ingest(ctx, req.Traces())
+	if err := s.r.ingest(ctx, req.Traces()); err != nil {
+		code := codes.Unavailable
+		if consumererror.IsPermanent(err) {
+			code = codes.InvalidArgument
+		}
+		return ptraceotlp.NewExportResponse(), status.Error(code, "traces pipeline refused the spans: "+err.Error())
+	}
 	s.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
 	return ptraceotlp.NewExportResponse(), nil
 }

@@ -6,10 +6,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -32,6 +35,16 @@ var (
 	httpUnsupportedMedia = httpOutcome("unsupported_media_type")
 	httpTooLarge         = httpOutcome("too_large")
 	httpBadMethod        = httpOutcome("method_not_allowed")
+	httpRefused          = httpOutcome("refused")
+	httpPartial          = httpOutcome("partially_accepted")
+)
+
+// Media types each path accepts; the first is named in 415 answers.
+var (
+	otlpMediaTypes = []string{pbContentType, jsonContentType}
+	kongMediaTypes = []string{jsonContentType}
+	// APISIX sends new_line batches as NDJSON (often labelled text/plain).
+	apisixMediaTypes = []string{jsonContentType, "application/x-ndjson", "text/plain"}
 )
 
 func httpOutcome(o string) attribute.Set {
@@ -45,6 +58,8 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 	cfg := r.cfg.Protocols.HTTP.Get()
 	mux := http.NewServeMux()
 	mux.HandleFunc(tracesURLPath, r.handleTraces)
+	mux.HandleFunc(kongLogURLPath, r.handleKongLog)
+	mux.HandleFunc(apisixLogURLPath, r.handleAPISIXLog)
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
 		confighttp.WithErrorHandler(r.decompressError))
 	if err != nil {
@@ -61,7 +76,7 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 
 // handleTraces serves POST /v1/traces (OTLP/HTTP, protobuf or JSON).
 func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request) {
-	enc, ok := r.readEncoding(w, req)
+	enc, ok := r.readEncoding(w, req, otlpMediaTypes)
 	if !ok {
 		return
 	}
@@ -80,7 +95,15 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 		r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP "+encodingName(enc)+" body: "+err.Error())
 		return
 	}
-	r.ingest(req.Context(), otlpReq.Traces())
+	if err := r.ingest(req.Context(), otlpReq.Traces()); err != nil {
+		code := http.StatusServiceUnavailable
+		outcome := httpRefused
+		if consumererror.IsPermanent(err) {
+			code = http.StatusBadRequest
+		}
+		r.reject(req.Context(), w, enc, code, outcome, "traces pipeline refused the spans: "+err.Error())
+		return
+	}
 	r.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
 
 	resp := ptraceotlp.NewExportResponse()
@@ -98,17 +121,17 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 }
 
 // readEncoding checks the method and the Content-Type, answering 405 or 415.
-func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request) (string, bool) {
+func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request, allowed []string) (string, bool) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		r.reject(req.Context(), w, jsonContentType, http.StatusMethodNotAllowed, httpBadMethod, req.Method+" not allowed on "+tracesURLPath+", use POST")
+		r.reject(req.Context(), w, jsonContentType, http.StatusMethodNotAllowed, httpBadMethod, req.Method+" not allowed on "+req.URL.Path+", use POST")
 		return "", false
 	}
 	ct := req.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != pbContentType && mt != jsonContentType) {
+	if err != nil || !slices.Contains(allowed, mt) {
 		r.reject(req.Context(), w, jsonContentType, http.StatusUnsupportedMediaType, httpUnsupportedMedia,
-			"unsupported Content-Type "+strconv.Quote(ct)+", use "+pbContentType+" or "+jsonContentType)
+			"unsupported Content-Type "+strconv.Quote(ct)+" on "+req.URL.Path+", use "+strings.Join(allowed, " or "))
 		return "", false
 	}
 	return mt, true
@@ -184,6 +207,8 @@ func grpcCodeOf(httpCode int) codes.Code {
 		return codes.ResourceExhausted
 	case http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
 		return codes.Unimplemented
+	case http.StatusServiceUnavailable:
+		return codes.Unavailable
 	default:
 		return codes.Internal
 	}

@@ -24,14 +24,16 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
-// gatewayReceiver turns gateway spans into request counts and emits them as
-// delta sums every flush interval.
+// gatewayReceiver turns gateway spans and access logs into request, latency
+// and bandwidth metrics, emitted as deltas every flush interval, and passes
+// the spans it received on to a traces pipeline when it is in one.
 type gatewayReceiver struct {
-	cfg       *Config
-	settings  receiver.Settings
-	next      consumer.Metrics
-	telemetry *metadata.TelemetryBuilder
-	agg       *aggregator
+	cfg        *Config
+	settings   receiver.Settings
+	next       consumer.Metrics // nil when only in a traces pipeline
+	nextTraces consumer.Traces  // nil when not in a traces pipeline
+	telemetry  *metadata.TelemetryBuilder
+	agg        *aggregator
 	// scratch hands each concurrent export its own *exportScratch.
 	scratch sync.Pool
 
@@ -47,6 +49,9 @@ type gatewayReceiver struct {
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
@@ -56,8 +61,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		settings:  set,
 		next:      next,
 		telemetry: tb,
-		agg:       newAggregator(),
-		scratch:   sync.Pool{New: func() any { return new(exportScratch) }},
+		agg:       newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.MaxSeries),
+		scratch:   sync.Pool{New: func() any { return &exportScratch{counter: gateway.SpanCounter{Detect: cfg.detect()}} }},
 	}, nil
 }
 
@@ -112,28 +117,55 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 
 // exportScratch is the reusable working memory of one export.
 type exportScratch struct {
-	counter  gateway.SpanCounter
-	requests []gateway.Request
+	counter gateway.SpanCounter
+	events  []gateway.Event
 }
 
-func (s *exportScratch) add(req gateway.Request) { s.requests = append(s.requests, req) }
-
-// ingest counts the gateway root spans of one export. It is the one core that
-// both transports call. Spans are mapped before the aggregator's lock is
-// taken, so concurrent exports only serialise on the map updates.
-func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) {
-	s := r.scratch.Get().(*exportScratch)
-	examined, counted := s.counter.Count(td, s.add)
-	r.agg.mu.Lock()
-	for _, req := range s.requests {
-		r.agg.addLocked(req)
+// ingest counts the gateway root spans of one export, then hands the spans
+// to the traces pipeline if there is one. It is the one core both transports
+// call. Spans are mapped before the aggregator's lock is taken, so
+// concurrent exports only serialise on the map updates.
+//
+// The spans are counted before they are forwarded (after ConsumeTraces the
+// receiver no longer owns td): if the traces pipeline refuses them and the
+// client retries, that export is counted again.
+func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) error {
+	if r.next != nil {
+		s := r.scratch.Get().(*exportScratch)
+		examined, counted := s.counter.Count(td, func(e *gateway.Event) { s.events = append(s.events, *e) })
+		r.addEvents(ctx, s.events)
+		clear(s.events) // drop references into td before pooling
+		s.events = s.events[:0]
+		r.scratch.Put(s)
+		r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
+		r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
 	}
+	if r.nextTraces != nil {
+		return r.nextTraces.ConsumeTraces(ctx, td)
+	}
+	return nil
+}
+
+// addEvents aggregates events under one lock and counts what the profile
+// did not count or folded into the overflow tuple.
+func (r *gatewayReceiver) addEvents(ctx context.Context, events []gateway.Event) {
+	var notCounted int64
+	r.agg.mu.Lock()
+	before := r.agg.overflowed
+	for i := range events {
+		if !r.agg.addLocked(&events[i]) {
+			notCounted++
+		}
+	}
+	overflowed := r.agg.overflowed - before
 	r.agg.mu.Unlock()
-	clear(s.requests) // drop references into td before pooling
-	s.requests = s.requests[:0]
-	r.scratch.Put(s)
-	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
-	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
+	r.telemetry.ReceiverGatewayEvents.Add(ctx, int64(len(events))-notCounted-overflowed, metric.WithAttributeSet(eventsCounted))
+	if notCounted > 0 {
+		r.telemetry.ReceiverGatewayEvents.Add(ctx, notCounted, metric.WithAttributeSet(eventsNotCounted))
+	}
+	if overflowed > 0 {
+		r.telemetry.ReceiverGatewayEvents.Add(ctx, overflowed, metric.WithAttributeSet(eventsOverflow))
+	}
 }
 
 var (
@@ -142,6 +174,10 @@ var (
 	pointsSent   = attribute.NewSet(attribute.String("outcome", "sent"))
 	pointsRetry  = attribute.NewSet(attribute.String("outcome", "retried"))
 	pointsDrop   = attribute.NewSet(attribute.String("outcome", "dropped"))
+
+	eventsCounted    = attribute.NewSet(attribute.String("outcome", "counted"))
+	eventsNotCounted = attribute.NewSet(attribute.String("outcome", "not_counted"))
+	eventsOverflow   = attribute.NewSet(attribute.String("outcome", "overflow"))
 )
 
 func (r *gatewayReceiver) flushLoop() {
@@ -163,14 +199,17 @@ func (r *gatewayReceiver) flushLoop() {
 // next flush reports them with a correct delta interval; a permanent error
 // drops them (counted in otelcol_receiver_gateway_flushed_points).
 func (r *gatewayReceiver) flush(ctx context.Context) {
-	items := r.agg.take()
+	if r.next == nil {
+		return
+	}
+	items, buckets := r.agg.take()
 	if len(items) == 0 {
 		// Nothing happened: the next point's window still starts at
 		// windowStart, which is correct for a delta covering the quiet time.
 		return
 	}
 	now := pcommon.NewTimestampFromTime(time.Now())
-	md := toMetrics(items, r.windowStart, now)
+	md := r.agg.toMetrics(items, buckets, r.windowStart, now)
 	n := int64(len(items))
 	err := r.next.ConsumeMetrics(ctx, md)
 	switch {
@@ -180,10 +219,10 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 	case consumererror.IsPermanent(err):
 		r.windowStart = now
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsDrop))
-		r.settings.Logger.Error("Dropping request counts refused downstream", zap.Int64("points", n), zap.Error(err))
+		r.settings.Logger.Error("Dropping gateway metrics refused downstream", zap.Int64("points", n), zap.Error(err))
 	default:
-		r.agg.merge(items)
+		r.agg.merge(items, buckets)
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsRetry))
-		r.settings.Logger.Warn("Downstream refused request counts; keeping them for the next flush", zap.Int64("points", n), zap.Error(err))
+		r.settings.Logger.Warn("Downstream refused gateway metrics; keeping them for the next flush", zap.Int64("points", n), zap.Error(err))
 	}
 }

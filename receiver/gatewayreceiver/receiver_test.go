@@ -28,6 +28,14 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
+// The otel profile's request counter and its attributes.
+const (
+	metricRequests = "gateway.requests"
+	attrRoute      = "http.route"
+	attrMethod     = "http.request.method"
+	attrStatusCode = "http.response.status_code"
+)
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

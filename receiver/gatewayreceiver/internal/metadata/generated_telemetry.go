@@ -23,6 +23,14 @@ type TelemetryBuilder struct {
 	// ReceiverGatewaySpans counts spans examined, by outcome (counted as a
 	// request, or ignored because they are not gateway root spans).
 	ReceiverGatewaySpans metric.Int64Counter
+	// ReceiverGatewayEvents counts normalized events (root spans and log
+	// entries) by outcome (counted; not_counted: the profile does not count
+	// it, e.g. no route under kong; overflow: folded into the
+	// otel.metric.overflow tuple by max_series).
+	ReceiverGatewayEvents metric.Int64Counter
+	// ReceiverGatewayLogEntries counts access-log entries by format and
+	// outcome (accepted, rejected).
+	ReceiverGatewayLogEntries metric.Int64Counter
 	// ReceiverGatewayFlushedPoints counts delta points handed downstream, by
 	// outcome (sent, retried, dropped).
 	ReceiverGatewayFlushedPoints metric.Int64Counter
@@ -43,6 +51,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"otelcol_receiver_gateway_spans",
 		metric.WithDescription("Spans examined, by outcome (counted: a gateway root span counted as one request; ignored: any other span). [Development]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayEvents, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_events",
+		metric.WithDescription("Normalized gateway events (root spans, log entries), by outcome (counted; not_counted: the profile does not count it; overflow: folded into the otel.metric.overflow tuple). [Development]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayLogEntries, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_log_entries",
+		metric.WithDescription("Access-log entries received, by format (kong_http_log, apisix_http_logger) and outcome (accepted, rejected). [Development]"),
+		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayFlushedPoints, err = meter.Int64Counter(
