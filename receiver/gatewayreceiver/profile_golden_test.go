@@ -1,0 +1,233 @@
+package gatewayreceiver
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter"
+	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
+)
+
+var update = flag.Bool("update-golden", false, "rewrite testdata/golden/*.prom from the current output")
+
+// pipeline is receiver → cumulative processor → promstream exporter, as a
+// kong/apisix-profile collector runs them. The exporter uses the settings
+// the README prescribes for these profiles.
+type pipeline struct {
+	r       *gatewayReceiver
+	metrics string
+}
+
+func newPipeline(t *testing.T, profile string) *pipeline {
+	t.Helper()
+	ctx := context.Background()
+	ecfg := promstreamexporter.NewFactory().CreateDefaultConfig().(*promstreamexporter.Config)
+	addr := testutil.FreeAddr(t)
+	ecfg.ServerConfig.NetAddr.Endpoint = addr
+	ecfg.TranslationStrategy = "UnderscoreEscapingWithoutSuffixes"
+	ecfg.WithoutScopeInfo = true
+	exp, err := promstreamexporter.NewFactory().CreateMetrics(ctx, exportertest.NewNopSettings(component.MustNewType("promstream")), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(ctx, componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
+	proc, err := cumulativeprocessor.NewFactory().CreateMetrics(ctx, processortest.NewNopSettings(component.MustNewType("cumulative")),
+		cumulativeprocessor.NewFactory().CreateDefaultConfig(), exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Start(ctx, componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Shutdown(context.Background()) })
+	cfg := createDefaultConfig()
+	cfg.Profile = profile
+	r, err := newReceiver(cfg, receivertest.NewNopSettings(metadata.Type), proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{r: r, metrics: "http://" + addr + "/metrics"}
+}
+
+func (p *pipeline) post(t *testing.T, path, body string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", jsonContentType)
+	rec := httptest.NewRecorder()
+	if path == kongLogURLPath {
+		p.r.handleKongLog(rec, req)
+	} else {
+		p.r.handleAPISIXLog(rec, req)
+	}
+	if rec.Code != http.StatusOK {
+		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+	}
+}
+
+func (p *pipeline) scrape(t *testing.T) []byte {
+	t.Helper()
+	p.r.flush(context.Background())
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update-golden to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("exposition differs from %s (regenerate with -update-golden):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// sampleLine is one sample as Prometheus stores it: the name and the label
+// set, empty values dropped (Prometheus treats an empty label as absent) and
+// le in canonical float form (as Prometheus ≥ 3 normalises it).
+var lineRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$`)
+var labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+func storedForm(t *testing.T, line string) (series, value string) {
+	t.Helper()
+	m := lineRE.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("not a sample line: %q", line)
+	}
+	var labels []string
+	for _, l := range labelRE.FindAllStringSubmatch(m[2], -1) {
+		v := l[2]
+		if v == "" {
+			continue
+		}
+		if l[1] == "le" && v != "+Inf" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("le %q", v)
+			}
+			v = strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		labels = append(labels, l[1]+"="+strconv.Quote(v))
+	}
+	sort.Strings(labels)
+	return m[1] + "{" + strings.Join(labels, ",") + "}", m[3]
+}
+
+// checkSpecLines asserts that every spec-verified line (gateway-formats.md)
+// is a series of the exposition, as Prometheus stores both, with the value
+// given (or any value for N).
+func checkSpecLines(t *testing.T, exposition []byte, spec []string, values []string) {
+	t.Helper()
+	stored := map[string]string{}
+	for _, line := range strings.Split(string(exposition), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		s, v := storedForm(t, line)
+		stored[s] = v
+	}
+	for i, line := range spec {
+		s, _ := storedForm(t, line)
+		got, ok := stored[s]
+		if !ok {
+			t.Errorf("spec line %q: no series %s in the exposition", line, s)
+			continue
+		}
+		if got != values[i] {
+			t.Errorf("spec line %q: value %s, want %s", line, got, values[i])
+		}
+	}
+}
+
+// TestKongProfileMatchesKongExposition feeds Kong's own http-log sample
+// (route example_route, service example_service) three times, plus a Kong
+// exit on the same route and an event without a route (not counted, as in
+// Kong), through the kong profile, the cumulative processor and the
+// promstream exporter; the exposition must hold the lines Kong's Prometheus
+// plugin writes (gateway-formats.md §1c), with the sample's values.
+func TestKongProfileMatchesKongExposition(t *testing.T) {
+	p := newPipeline(t, profileKong)
+	sample, err := os.ReadFile("testdata/kong-3.8-http-log.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.post(t, kongLogURLPath, "["+string(sample)+","+string(sample)+"]")
+	p.post(t, kongLogURLPath, string(sample))
+	exit := strings.Replace(strings.Replace(string(sample), `"source": "upstream"`, `"source": "kong"`, 1), `"status": 200`, `"status": 401`, 1)
+	exit = strings.Replace(exit, `"proxy": 171`, `"proxy": -1`, 1)
+	p.post(t, kongLogURLPath, exit)
+	p.post(t, kongLogURLPath, `{"response":{"status":404},"request":{"method":"GET","size":10},"latencies":{"request":1,"kong":1,"proxy":-1},"source":"kong"}`)
+	got := p.scrape(t)
+	checkGolden(t, "kong_http_log.prom", got)
+	// §1c's spec lines, with this traffic's label values and counts.
+	checkSpecLines(t, got, []string{
+		`kong_http_requests_total{service="example_service",route="example_route",code="200",source="service",workspace="default",consumer=""} 3`,
+		`kong_http_requests_total{service="example_service",route="example_route",code="401",source="kong",workspace="default",consumer=""} 1`,
+		`kong_bandwidth_bytes{service="example_service",route="example_route",direction="egress",workspace="default",consumer=""} N`,
+		`kong_bandwidth_bytes{service="example_service",route="example_route",direction="ingress",workspace="default",consumer=""} N`,
+		`kong_kong_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="+Inf"} N`,
+		`kong_kong_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="1"} N`,
+		`kong_upstream_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="+Inf"} N`,
+		`kong_upstream_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="250"} N`,
+		`kong_upstream_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="100"} N`,
+		`kong_request_latency_ms_bucket{service="example_service",route="example_route",workspace="default",le="+Inf"} N`,
+	}, []string{"3", "1", "39928", "556", "4", "4", "3", "3", "0", "4"})
+}
+
+// TestAPISIXProfileMatchesAPISIXExposition: APISIX's http-logger sample
+// twice (array and NDJSON) through the apisix profile (§2c).
+func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
+	p := newPipeline(t, profileAPISIX)
+	sample, err := os.ReadFile("testdata/apisix-3.9-http-logger.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.post(t, apisixLogURLPath, string(sample))
+	one := strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(sample)), "["), "]")), "")
+	p.post(t, apisixLogURLPath, one+"\n"+one)
+	got := p.scrape(t)
+	checkGolden(t, "apisix_http_logger.prom", got)
+	checkSpecLines(t, got, []string{
+		`apisix_http_status{code="200",route="http-logger-route",matched_uri="",matched_host="",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model="",response_source="upstream"} N`,
+		`apisix_bandwidth{type="egress",route="http-logger-route",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model=""} 1420`,
+		`apisix_http_latency_bucket{type="upstream",route="http-logger-route",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model="",le="2000"} N`,
+		`apisix_http_latency_bucket{type="upstream",route="http-logger-route",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model="",le="1000"} N`,
+		`apisix_http_latency_bucket{type="apisix",route="http-logger-route",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model="",le="100"} N`,
+	}, []string{"3", "1851", "3", "0", "3"})
+}
