@@ -13,8 +13,11 @@ import (
 )
 
 // overflowKey is the tuple every event of a new tuple is folded into once
-// max_series tuples exist; its series carry only otel.metric.overflow=true.
-var overflowKey = tupleKey{overflow: true}
+// max_series tuples exist: per gateway resource, its series carry only
+// otel.metric.overflow=true.
+func overflowKey(k tupleKey) tupleKey {
+	return tupleKey{namespace: k.namespace, gateway: k.gateway, overflow: true}
+}
 
 // series is one stream of one family over the current window. Sums use
 // total; histograms count, sum and buckets (len(bounds)+1, the last +Inf).
@@ -107,7 +110,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	if b == nil {
 		if a.maxSeries > 0 && len(a.bundles) >= a.maxSeries {
 			a.overflowed++
-			k = overflowKey
+			k = overflowKey(k)
 			b = a.bundles[k]
 		}
 		if b == nil {

@@ -18,6 +18,9 @@ func TestConfig(t *testing.T) {
 			if c.Protocols.GRPC.Get().NetAddr.Endpoint != defaultGRPCEndpoint || c.Protocols.HTTP.Get().NetAddr.Endpoint != defaultHTTPEndpoint {
 				t.Errorf("endpoints %q %q, want the defaults", c.Protocols.GRPC.Get().NetAddr.Endpoint, c.Protocols.HTTP.Get().NetAddr.Endpoint)
 			}
+			if c.Profile != "otel" || c.MaxSeries != defaultMaxSeries || c.Detect != "auto" || len(c.Dimensions) != 0 {
+				t.Errorf("profile %q max_series %d detect %q dimensions %v, want the defaults", c.Profile, c.MaxSeries, c.Detect, c.Dimensions)
+			}
 			if c.FlushInterval != defaultFlushInterval {
 				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
 			}
@@ -33,6 +36,16 @@ func TestConfig(t *testing.T) {
 				t.Errorf("flush_interval = %v, want 2s", c.FlushInterval)
 			}
 		}},
+		{file: "kong_profile.yaml", check: func(t *testing.T, c *Config) {
+			if c.Profile != "kong" || c.MaxSeries != 500 || c.detect().String() != "kong" {
+				t.Errorf("profile %q max_series %d detect %q", c.Profile, c.MaxSeries, c.Detect)
+			}
+		}},
+		{file: "bad_profile.yaml", wantError: `profile must be "otel", "kong" or "apisix", got "nginx"`},
+		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source`},
+		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},
+		{file: "bad_max_series.yaml", wantError: "max_series must be 0 (no limit) or positive, got -1"},
+		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, got "traefik"`},
 		{file: "no_protocols.yaml", wantError: "protocols: at least one of grpc and http must be enabled"},
 		{file: "bad_flush_interval.yaml", wantError: "flush_interval must be positive, got -1s"},
 		{file: "empty_endpoint.yaml", wantError: "protocols.http.endpoint must not be empty"},

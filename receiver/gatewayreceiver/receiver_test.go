@@ -136,7 +136,7 @@ func countsOf(t *testing.T, all []pmetric.Metrics) map[string]int64 {
 	for _, md := range all {
 		for i := 0; i < md.ResourceMetrics().Len(); i++ {
 			rm := md.ResourceMetrics().At(i)
-			svc, _ := rm.Resource().Attributes().Get("service.name")
+			svc := attrString(rm.Resource().Attributes(), "service.name")
 			m := rm.ScopeMetrics().At(0).Metrics().At(0)
 			if m.Name() != metricRequests || m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta || !m.Sum().IsMonotonic() {
 				t.Fatalf("unexpected metric %s %v", m.Name(), m.Type())
@@ -144,14 +144,19 @@ func countsOf(t *testing.T, all []pmetric.Metrics) map[string]int64 {
 			for j := 0; j < m.Sum().DataPoints().Len(); j++ {
 				dp := m.Sum().DataPoints().At(j)
 				a := dp.Attributes()
-				method, _ := a.Get(attrMethod)
-				route, _ := a.Get(attrRoute)
-				status, _ := a.Get(attrStatusCode)
-				got[svc.AsString()+" "+method.AsString()+" "+route.AsString()+" "+status.AsString()] += dp.IntValue()
+				key := svc + " " + attrString(a, attrMethod) + " " + attrString(a, attrRoute) + " " + attrString(a, attrStatusCode)
+				got[key] += dp.IntValue()
 			}
 		}
 	}
 	return got
+}
+
+func attrString(m pcommon.Map, k string) string {
+	if v, ok := m.Get(k); ok {
+		return v.AsString()
+	}
+	return ""
 }
 
 func assertCounts(t *testing.T, got, want map[string]int64) {
