@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -21,11 +22,11 @@ func postPath(t *testing.T, addr, path, contentType, body string) (int, string) 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b := new(strings.Builder)
-	_, _ = strings.NewReader("").WriteTo(b)
-	buf := make([]byte, 4096)
-	n, _ := resp.Body.Read(buf)
-	return resp.StatusCode, string(buf[:n])
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // TestLogEndpoints: Kong http-log and APISIX http-logger batches over HTTP;
@@ -73,9 +74,9 @@ func TestLogEndpoints(t *testing.T) {
 	// the matched uri, which APISIX logs do not carry).
 	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{
 		" GET /example-route 200": 3,
-		" GET  200":              1,
-		"   200":                 1,
-		"   503":                 1,
+		" GET  200":               1,
+		"   200":                  1,
+		"   503":                  1,
 	})
 	for _, c := range []struct {
 		format, outcome string
