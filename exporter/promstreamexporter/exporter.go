@@ -47,10 +47,12 @@ type promStreamExporter struct {
 
 	server  *http.Server
 	serving sync.WaitGroup
-	writers sync.Pool // *series.Writer, one per concurrent scrape
-	slots   chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	// slots holds one scrapeSlot per allowed concurrent scrape: taking one
+	// is the concurrency limit, and its buffers and compressors live as long
+	// as the exporter, so a scrape after a GC does not regrow them.
+	slots chan *scrapeSlot
+	stop  chan struct{}
+	done  chan struct{}
 	// warned limits the "table full" warning to one per expiry period.
 	warned bool
 	// points is the reusable point writer (guarded by mu).
@@ -63,8 +65,10 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 		settings: set,
 		table:    series.New(cfg.MaxSeries),
 		namer:    newNamer(cfg),
-		writers:  sync.Pool{New: func() any { return new(series.Writer) }},
-		slots:    make(chan struct{}, cfg.MaxConcurrentScrapes),
+		slots:    make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
+	}
+	for range cfg.MaxConcurrentScrapes {
+		e.slots <- new(scrapeSlot) // buffers are made on first use
 	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings, e.table.Len, e.table.Families)
 	if err != nil {

@@ -35,10 +35,16 @@ import (
 	"github.com/otelgateway/otelgateway/internal/exposition"
 )
 
-// PageSize is the number of series per page: small enough that a page
-// renders in microseconds (the longest an insert or a histogram update can
-// wait), large enough that locking costs nothing next to rendering.
-const PageSize = 256
+// PageSize is the number of gauge or counter series per page: small enough
+// that a page renders in microseconds (the longest an insert can wait),
+// large enough that locking costs nothing next to rendering. Histogram and
+// summary series write a dozen lines or more each, so their pages hold
+// distPageSize: about as many lines per page, and a render buffer that never
+// has to grow past a few hundred KiB.
+const (
+	PageSize     = 256
+	distPageSize = 32
+)
 
 var (
 	// ErrTypeConflict: the family name is in use with another type, or one of
@@ -430,14 +436,18 @@ func (f *Family) insertLocked(s *Series) {
 	if n := len(f.pages); n > 0 {
 		p = f.pages[n-1]
 	}
+	size := PageSize
+	if f.typ == exposition.TypeHistogram || f.typ == exposition.TypeSummary {
+		size = distPageSize
+	}
 	if p == nil {
-		p = &page{series: make([]*Series, 0, PageSize)}
+		p = &page{series: make([]*Series, 0, size)}
 		f.pages = append(f.pages, p)
 	}
 	p.mu.Lock()
-	if len(p.series) == PageSize {
+	if len(p.series) == size {
 		p.mu.Unlock()
-		p = &page{series: make([]*Series, 0, PageSize)}
+		p = &page{series: make([]*Series, 0, size)}
 		f.pages = append(f.pages, p)
 		p.mu.Lock()
 	}
