@@ -1,6 +1,11 @@
 package gateway // import "github.com/otelgateway/otelgateway/internal/gateway"
 
-import "strconv"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+)
 
 // HealthState is the health of one (upstream, target, address) as a gateway
 // reports it, normalized across gateways. The zero value is HealthUnknown.
@@ -153,4 +158,28 @@ func (t TargetHealth) Address() string {
 		return t.IP
 	}
 	return t.IP + ":" + t.Port
+}
+
+// luaArray is a JSON array that a Lua gateway may write as `{}` when it is
+// empty: an empty Lua table is encoded as an object unless marked as an
+// array (APISIX's healthcheck nodes, gateway-formats.md §2b; Kong's target
+// addresses are guarded the same way). null is empty too.
+type luaArray[T any] []T
+
+var errNonEmptyObject = errors.New("a non-empty object where an array belongs (only {} may stand for an empty list)")
+
+func (a *luaArray[T]) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return err
+		}
+		if len(obj) != 0 {
+			return errNonEmptyObject
+		}
+		*a = nil
+		return nil
+	}
+	return json.Unmarshal(b, (*[]T)(a))
 }

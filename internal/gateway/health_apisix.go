@@ -1,14 +1,10 @@
 package gateway // import "github.com/otelgateway/otelgateway/internal/gateway"
 
-import (
-	"bytes"
-	"encoding/json"
-	"errors"
-)
+import "encoding/json"
 
 type apisixChecker struct {
-	Name  string      `json:"name"`
-	Nodes apisixNodes `json:"nodes"`
+	Name  string               `json:"name"`
+	Nodes luaArray[apisixNode] `json:"nodes"` // `{}` when empty (§2b)
 }
 
 type apisixNode struct {
@@ -16,28 +12,6 @@ type apisixNode struct {
 	Port     json.Number `json:"port"`
 	Hostname string      `json:"hostname"`
 	Status   string      `json:"status"`
-}
-
-var errNodesObject = errors.New(`"nodes" is a non-empty object, want an array (or {} for none)`)
-
-// apisixNodes is a checker's node list. APISIX encodes an empty Lua table as
-// an object, so an empty list arrives as `{}` (gateway-formats.md §2b).
-type apisixNodes []apisixNode
-
-func (n *apisixNodes) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' {
-		var empty map[string]json.RawMessage
-		if err := json.Unmarshal(b, &empty); err != nil {
-			return err
-		}
-		if len(empty) != 0 {
-			return errNodesObject
-		}
-		*n = nil
-		return nil
-	}
-	return json.Unmarshal(b, (*[]apisixNode)(n))
 }
 
 // DecodeAPISIXHealth reads APISIX's control API GET /v1/healthcheck (a JSON

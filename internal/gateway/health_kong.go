@@ -77,12 +77,14 @@ type kongTarget struct {
 	Target string `json:"target"`
 	Health string `json:"health"`
 	Data   struct {
-		Addresses []struct {
-			IP     string      `json:"ip"`
-			Port   json.Number `json:"port"`
-			Health string      `json:"health"`
-		} `json:"addresses"`
+		Addresses luaArray[kongAddress] `json:"addresses"`
 	} `json:"data"`
+}
+
+type kongAddress struct {
+	IP     string      `json:"ip"`
+	Port   json.Number `json:"port"`
+	Health string      `json:"health"`
 }
 
 // DecodeKongHealth reads one page of Kong's GET /upstreams/{id}/health and

@@ -42,7 +42,7 @@ func TestDecodeKongHealthDocExample(t *testing.T) {
 // with two addresses, HEALTHCHECKS_OFF, an unknown state string.
 func TestDecodeKongHealthStates(t *testing.T) {
 	body := []byte(`{"data":[
-	 {"target":"some-random-dns:80","health":"DNS_ERROR","data":{"dns":"dns server error: 3 name error","addresses":[]}},
+	 {"target":"some-random-dns:80","health":"DNS_ERROR","data":{"dns":"dns server error: 3 name error","addresses":{}}},
 	 {"target":"api.internal:8080","health":"HEALTHY","data":{"addresses":[
 	   {"ip":"10.0.0.1","port":8080,"weight":100,"health":"HEALTHY"},
 	   {"ip":"10.0.0.2","port":8080,"weight":100,"health":"UNHEALTHY"}]}},
@@ -92,7 +92,7 @@ func TestDecodeMalformed(t *testing.T) {
 		{"kong no data", `{"message":"Not found"}`, `Kong upstream health has no "data" array (body starts "{\"message\":\"Not found\"}")`, kongHealth},
 		{"kong list no data", `{}`, `Kong upstream list has no "data" array (body starts "{}")`, func(b []byte) error { _, err := DecodeKongUpstreams(b); return err }},
 		{"apisix object", `{"name":"/routes/1"}`, `APISIX healthcheck list: json: cannot unmarshal object into Go value of type []gateway.apisixChecker (body starts "{\"name\":\"/routes/1\"}")`, apisixHealth},
-		{"apisix nodes non-empty object", `[{"name":"/routes/1","nodes":{"a":1}}]`, `APISIX healthcheck list: "nodes" is a non-empty object, want an array (or {} for none) (body starts "[{\"name\":\"/routes/1\",\"nodes\":{\"a\":1}}]")`, apisixHealth},
+		{"apisix nodes non-empty object", `[{"name":"/routes/1","nodes":{"a":1}}]`, `APISIX healthcheck list: a non-empty object where an array belongs (only {} may stand for an empty list) (body starts "[{\"name\":\"/routes/1\",\"nodes\":{\"a\":1}}]")`, apisixHealth},
 		{"envoy text format", "fake_cluster::1.2.3.4:80::health_flags::healthy", `Envoy clusters: invalid character 'k' in literal false (expecting 'l') (body starts "fake_cluster::1.2.3.4:80::health_flags::healthy")`, envoyHealth},
 		{"envoy other JSON", `{"configs":[]}`, `Envoy clusters has no "cluster_statuses" (body starts "{\"configs\":[]}")`, envoyHealth},
 	}
