@@ -27,6 +27,9 @@ type Config struct {
 	// FlushInterval is how often the counted requests are emitted downstream
 	// as delta sums (one point per label set touched in the interval).
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// Health polls and receives upstream health (config_health.go); off
+	// unless the section is present.
+	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -52,6 +55,7 @@ func createDefaultConfig() *Config {
 			HTTP: configoptional.Some(httpCfg),
 		},
 		FlushInterval: defaultFlushInterval,
+		Health:        configoptional.Default(defaultHealthConfig()),
 	}
 }
 
@@ -70,5 +74,6 @@ func (c *Config) Validate() error {
 	if c.FlushInterval <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))
 	}
+	errs = errors.Join(errs, c.validateHealth())
 	return errs
 }

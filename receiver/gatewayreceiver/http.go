@@ -45,6 +45,7 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 	cfg := r.cfg.Protocols.HTTP.Get()
 	mux := http.NewServeMux()
 	mux.HandleFunc(tracesURLPath, r.handleTraces)
+	r.registerHealthPush(mux)
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
 		confighttp.WithErrorHandler(r.decompressError))
 	if err != nil {
