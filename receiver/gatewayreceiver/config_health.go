@@ -121,7 +121,7 @@ func defaultHealthConfig() HealthConfig {
 		ReportInterval: defaultReportInterval,
 		StaleAfter:     defaultStaleAfter,
 		Shard:          ShardConfig{Index: 0, Count: 1},
-		Push:           configoptional.Default(HealthPushConfig{Path: defaultHealthPushPath}),
+		Push:           configoptional.Some(HealthPushConfig{Path: defaultHealthPushPath}),
 	}
 }
 

@@ -202,4 +202,3 @@ func smallKongWant() map[string]int64 {
 	kongSeries(want, "kong-1", "mock-upstream", "10.0.2.1:80", "10.0.2.1:80", "unhealthy")
 	return want
 }
-

@@ -47,15 +47,19 @@ type rejectedEvent struct {
 
 // handlePush serves POST <push.path>: one health event or an array of them
 // (README "Pushed events"). Invalid events are refused one by one; the
-// request fails (400) only when none could be applied.
+// request fails (400) only when none could be applied. A request refused as
+// a whole (not JSON, wrong method or media type, too large) counts as one
+// rejected event.
 func (h *healthReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
 		writePush(w, http.StatusMethodNotAllowed, pushResponse{Error: req.Method + " not allowed, use POST"})
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != jsonContentType {
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
 		writePush(w, http.StatusUnsupportedMediaType, pushResponse{Error: "unsupported Content-Type " + strconv.Quote(req.Header.Get("Content-Type")) + ", use " + jsonContentType})
 		return
 	}
