@@ -77,8 +77,8 @@ func TestAPISIXPollAPISIXProfile(t *testing.T) {
 	hh.pollAndEmit(0)
 	checkSeries(t, seriesState(hh.sink.AllMetrics()), map[string]int64{
 		`apisix_upstream_status{ip="127.0.0.1",name="/apisix/routes/example-hc-route",port="1970"}@apisix-0`: 1,
-		`apisix_upstream_status{ip="10.0.0.7",name="/apisix/upstreams/7",port="6379"}@apisix-0`:            0,
-		`apisix_upstream_status{ip="10.0.0.8",name="/apisix/upstreams/7",port="6379"}@apisix-0`:            0,
+		`apisix_upstream_status{ip="10.0.0.7",name="/apisix/upstreams/7",port="6379"}@apisix-0`:              0,
+		`apisix_upstream_status{ip="10.0.0.8",name="/apisix/upstreams/7",port="6379"}@apisix-0`:              0,
 	})
 }
 

@@ -75,7 +75,9 @@ func TestPushedEvents(t *testing.T) {
 	want := map[string]int64{}
 	kongSeries(want, "kong-7", "billing", "api:8080", "10.0.0.1:8080", "unhealthy")
 	kongSeries(want, "kong-7", "billing", "gone.internal:80", "", "dns_error")
-	waitFor(t, func() bool { return len(seriesState(sink.AllMetrics())) == len(want) && seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="",state="dns_error",subsystem="http",target="gone.internal:80",upstream="billing"}@kong-7`] == 1 })
+	waitFor(t, func() bool {
+		return len(seriesState(sink.AllMetrics())) == len(want) && seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="",state="dns_error",subsystem="http",target="gone.internal:80",upstream="billing"}@kong-7`] == 1
+	})
 	checkSeries(t, seriesState(sink.AllMetrics()), want)
 	for outcome, n := range map[string]int64{"accepted": 3, "rejected": 5, "out_of_order": 1} {
 		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
