@@ -32,7 +32,7 @@ type healthHarness struct {
 	logs *observer.ObservedLogs
 }
 
-func newHealthHarness(t *testing.T, mutate func(*HealthConfig)) *healthHarness {
+func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
@@ -154,7 +154,7 @@ func kongSeries(want map[string]int64, instance, upstream, target, address, stat
 
 // startFakeKong serves a fake Kong on loopback; Cleanup releases slow
 // requests and closes it.
-func startFakeKong(t *testing.T, f *testutil.FakeKong) *httptest.Server {
+func startFakeKong(t testing.TB, f *testutil.FakeKong) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() {
