@@ -43,6 +43,9 @@ type Config struct {
 	// Detect forces the gateway kind of OTLP traces (auto, kong, apisix,
 	// envoy, semconv).
 	Detect string `mapstructure:"detect"`
+	// Health polls and receives upstream health (config_health.go); off
+	// unless the section is present.
+	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -71,6 +74,7 @@ func createDefaultConfig() *Config {
 		Profile:       profileOTel,
 		MaxSeries:     defaultMaxSeries,
 		Detect:        "auto",
+		Health:        configoptional.Default(defaultHealthConfig()),
 	}
 }
 
@@ -108,6 +112,7 @@ func (c *Config) Validate() error {
 	if k, ok := gateway.ParseKind(c.Detect); !ok || k.String() != c.Detect {
 		errs = errors.Join(errs, fmt.Errorf("detect must be one of auto, kong, apisix, envoy, semconv, got %q", c.Detect))
 	}
+	errs = errors.Join(errs, c.validateHealth())
 	return errs
 }
 

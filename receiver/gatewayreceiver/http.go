@@ -60,6 +60,7 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 	mux.HandleFunc(tracesURLPath, r.handleTraces)
 	mux.HandleFunc(kongLogURLPath, r.handleKongLog)
 	mux.HandleFunc(apisixLogURLPath, r.handleAPISIXLog)
+	r.registerHealthPush(mux)
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
 		confighttp.WithErrorHandler(r.decompressError))
 	if err != nil {

@@ -46,6 +46,10 @@ type gatewayReceiver struct {
 	windowStart pcommon.Timestamp
 	stopFlush   chan struct{}
 	flushDone   chan struct{}
+
+	// health is the upstream-health part (health_start.go); nil when the
+	// health section is absent.
+	health *healthReceiver
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
@@ -74,6 +78,9 @@ func (r *gatewayReceiver) Start(ctx context.Context, host component.Host) error 
 	r.flushDone = make(chan struct{})
 	go r.flushLoop()
 
+	if err := r.startHealth(ctx, host); err != nil {
+		return errors.Join(err, r.Shutdown(ctx))
+	}
 	if err := r.startHTTP(ctx, host); err != nil {
 		return errors.Join(err, r.Shutdown(ctx))
 	}
@@ -106,6 +113,7 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		r.serverGRPC.GracefulStop()
 	}
 	r.servers.Wait()
+	r.shutdownHealth()
 	if r.stopFlush != nil {
 		close(r.stopFlush)
 		<-r.flushDone

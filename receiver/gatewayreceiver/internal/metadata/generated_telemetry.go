@@ -34,6 +34,19 @@ type TelemetryBuilder struct {
 	// ReceiverGatewayFlushedPoints counts delta points handed downstream, by
 	// outcome (sent, retried, dropped).
 	ReceiverGatewayFlushedPoints metric.Int64Counter
+	// ReceiverGatewayHealthPolls counts admin API polls by gateway kind,
+	// instance and outcome.
+	ReceiverGatewayHealthPolls metric.Int64Counter
+	// ReceiverGatewayHealthPollDuration is the wall time of whole polls.
+	ReceiverGatewayHealthPollDuration metric.Float64Histogram
+	// ReceiverGatewayHealthLastSuccess is the Unix time of a poller's last
+	// fully successful poll.
+	ReceiverGatewayHealthLastSuccess metric.Int64Gauge
+	// ReceiverGatewayHealthTargets is the number of health table rows by
+	// state.
+	ReceiverGatewayHealthTargets metric.Int64Gauge
+	// ReceiverGatewayHealthEvents counts pushed health events by outcome.
+	ReceiverGatewayHealthEvents metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument of the receiver.
@@ -69,6 +82,37 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"otelcol_receiver_gateway_flushed_points",
 		metric.WithDescription("Delta data points flushed downstream, by outcome (sent; retried: kept for the next flush after a retryable error; dropped: refused permanently). [Development]"),
 		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayHealthPolls, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_health_polls",
+		metric.WithDescription("Admin API polls, by gateway (kong, apisix, envoy), instance and outcome (success, connection_error, timeout, http_status, malformed, pagination_loop). [Development]"),
+		metric.WithUnit("{poll}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayHealthPollDuration, err = meter.Float64Histogram(
+		"otelcol_receiver_gateway_health_poll_duration",
+		metric.WithDescription("Wall time of one whole poll (every page and upstream), by gateway and instance. [Development]"),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayHealthLastSuccess, err = meter.Int64Gauge(
+		"otelcol_receiver_gateway_health_last_success",
+		metric.WithDescription("Unix time of the last fully successful poll, by gateway and instance. [Development]"),
+		metric.WithUnit("s"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayHealthTargets, err = meter.Int64Gauge(
+		"otelcol_receiver_gateway_health_targets",
+		metric.WithDescription("Upstream target addresses in the health table, by state. [Development]"),
+		metric.WithUnit("{target}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayHealthEvents, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_health_events",
+		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order). [Development]"),
+		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
 	return &tb, errs

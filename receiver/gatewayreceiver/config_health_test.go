@@ -1,0 +1,98 @@
+package gatewayreceiver
+
+import (
+	"go.opentelemetry.io/collector/config/configoptional"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+)
+
+func TestHealthConfig(t *testing.T) {
+	cases := []struct {
+		file      string
+		check     func(*testing.T, *Config)
+		wantError string
+	}{
+		{file: "default.yaml", check: func(t *testing.T, c *Config) {
+			if c.Health.HasValue() {
+				t.Error("health is on without a health section")
+			}
+		}},
+		{file: "health_defaults.yaml", check: func(t *testing.T, c *Config) {
+			h := c.Health.Get()
+			if h.Profile != "" || c.healthProfile() != ProfileOTel || h.ReportInterval != defaultReportInterval || h.StaleAfter != defaultStaleAfter ||
+				h.Shard.Count != 1 || !h.Push.HasValue() || h.Push.Get().Path != defaultHealthPushPath {
+				t.Errorf("defaults: %+v", h)
+			}
+			p := h.Kong[0]
+			if p.interval() != defaultPollInterval || p.timeout() != defaultPollTimeout || p.maxConcurrency(pollKong) != 16 || p.pageSize() != 1000 {
+				t.Errorf("poller defaults: interval %v timeout %v max_concurrency %d page_size %d", p.interval(), p.timeout(), p.maxConcurrency(pollKong), p.pageSize())
+			}
+		}},
+		{file: "health_full.yaml", check: func(t *testing.T, c *Config) {
+			h := c.Health.Get()
+			if h.Profile != ProfileKong || c.healthProfile() != ProfileKong || h.ReportInterval != 15*time.Second || h.StaleAfter != 45*time.Second ||
+				h.Shard.Index != 1 || h.Shard.Count != 3 || h.Push.Get().Path != "/health/events" {
+				t.Errorf("health: %+v", h)
+			}
+			k := h.Kong[0]
+			if k.Endpoint != "https://kong-0.internal:8444" || k.Instance != "kong-0" || string(k.AdminToken) != "s3cret" ||
+				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 ||
+				!k.TLS.InsecureSkipVerify || len(k.Headers) != 1 || string(k.Headers[0].Value) != "edge" {
+				t.Errorf("kong: %+v", k)
+			}
+			if len(h.APISIX) != 1 || h.APISIX[0].maxConcurrency(pollAPISIX) != 1 || h.Envoy[0].interval() != 20*time.Second {
+				t.Errorf("apisix %+v envoy %+v", h.APISIX, h.Envoy)
+			}
+		}},
+		{file: "health_bad_values.yaml", wantError: "health: report_interval must be positive, got 0s\n" +
+			"stale_after must be positive, got -1s\n" +
+			"shard.index must be in [0, 2), got 2\n" +
+			`push.path must start with "/", got "health"`},
+		{file: "health_bad_poller.yaml", wantError: "health: kong[0].endpoint must be an http:// or https:// URL, got \"kong:8001\"\n" +
+			"kong[0].max_concurrency must be positive, got -1\n" +
+			"kong[0].page_size must be in [1, 1000], got 5000\n" +
+			"stale_after (30s) must be longer than kong[0].interval (30s)\n" +
+			"envoy[0].endpoint must not be empty\n" +
+			"envoy[0]: admin_token and page_size apply to kong pollers only"},
+		{file: "health_push_without_http.yaml", wantError: "health.push needs protocols.http, which is disabled; set health.push.enabled: false"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			cfg := createDefaultConfig()
+			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantError) {
+				return
+			}
+			c.check(t, cfg)
+		})
+	}
+}
+
+func TestHealthProfileDecodeError(t *testing.T) {
+	cfg := createDefaultConfig()
+	err := testutil.DecodeConfig(t, filepath.Join("testdata", "config", "health_bad_profile.yaml"), cfg)
+	const want = `decoding failed due to the following error(s):
+
+'health' decoding failed due to the following error(s):
+
+'profile' profile must be one of otel, kong, apisix, got "prometheus"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
+	}
+}
+
+func TestHealthProfileFollowsTheReceiverProfile(t *testing.T) {
+	c := createDefaultConfig()
+	c.Profile = profileAPISIX
+	h := defaultHealthConfig()
+	c.Health = configoptional.Some(h)
+	if got := c.healthProfile(); got != ProfileAPISIX {
+		t.Fatalf("health profile = %q, want the receiver's %q", got, ProfileAPISIX)
+	}
+	c.Health.Get().Profile = ProfileKong
+	if got := c.healthProfile(); got != ProfileKong {
+		t.Fatalf("health profile = %q, want its own %q", got, ProfileKong)
+	}
+}

@@ -1,0 +1,322 @@
+package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+
+import (
+	"sync"
+	"time"
+
+	"github.com/otelgateway/otelgateway/internal/gateway"
+)
+
+// healthKey identifies one row of the health table: one address of one
+// target of one upstream, as one gateway instance sees it. IP and port are
+// kept apart so a lookup never concatenates.
+type healthKey struct {
+	instance, upstream, target, ip, port string
+}
+
+// healthEntry is one row. Its key and labels never change after insert, so
+// the emitter reads them without the table lock; state, owner, seen,
+// confirmed, updated, idx and the flags belong to the table lock.
+type healthEntry struct {
+	key     healthKey
+	address string // ip:port rendered once at insert ("" for dns_error)
+	up      *healthUpstream
+
+	state gateway.HealthState
+	// owner is the poller that reported the row last; nil for a pushed row,
+	// which no sweep removes and no staleness check marks unknown.
+	owner *poller
+	// seen is the owner's poll generation that last listed the row (or
+	// kept it, when its upstream could not be fetched); confirmed is when a
+	// poll last actually reported its state.
+	seen      uint64
+	confirmed time.Time
+	// updated is the time of the newest pushed event applied to the row, so
+	// a late event cannot overwrite a newer state.
+	updated time.Time
+
+	idx     int // position in up.entries
+	dirty   bool
+	removed bool
+}
+
+// healthUpstream groups the rows of one upstream of one gateway instance
+// and counts them by state (the otel profile's per-upstream gauge).
+type healthUpstream struct {
+	gw      *healthGateway
+	name    string
+	entries []*healthEntry
+	counts  [gateway.NumHealthStates]int64
+
+	idx     int // position in gw.upstreams
+	dirty   bool
+	removed bool
+}
+
+// healthGateway is one gateway instance: one resource in the emitted
+// metrics (service.name = kind, service.instance.id = instance).
+type healthGateway struct {
+	instance  string
+	kind      gateway.HealthKind
+	upstreams []*healthUpstream
+	// out is the emitter's scratch: where this gateway's points go in the
+	// batch being built. Only the emitter goroutine touches it.
+	out *gatewayPoints
+}
+
+type upstreamKey struct{ instance, upstream string }
+
+// healthTable is the one table of (gateway instance, upstream, target,
+// address) → state, fed by pollers and pushed events.
+//
+// Layout: maps for lookup, slices (gateway → upstreams → entries) for
+// iteration in a stable order without allocating; removal swaps with the
+// last element. Changed rows and upstreams are queued on dirty lists, which
+// the emitter drains; a removed row stays on the list, flagged, so its
+// series can be withdrawn.
+//
+// Concurrency: every method takes mu and holds it only for map and slice
+// updates, never while metrics are built or sent.
+type healthTable struct {
+	mu        sync.Mutex
+	entries   map[healthKey]*healthEntry
+	upstreams map[upstreamKey]*healthUpstream
+	gateways  map[string]*healthGateway
+	gwList    []*healthGateway
+
+	dirtyEntries   []*healthEntry
+	dirtyUpstreams []*healthUpstream
+	// counts is the number of rows by state, for the receiver's telemetry.
+	counts [gateway.NumHealthStates]int64
+}
+
+func newHealthTable() *healthTable {
+	return &healthTable{
+		entries:   make(map[healthKey]*healthEntry),
+		upstreams: make(map[upstreamKey]*healthUpstream),
+		gateways:  make(map[string]*healthGateway),
+	}
+}
+
+// gatewayLocked returns the gateway instance, creating it with kind.
+func (t *healthTable) gatewayLocked(instance string, kind gateway.HealthKind) *healthGateway {
+	if g := t.gateways[instance]; g != nil {
+		return g
+	}
+	g := &healthGateway{instance: instance, kind: kind}
+	t.gateways[instance] = g
+	t.gwList = append(t.gwList, g)
+	return g
+}
+
+// setLocked finds or creates the row of obs under instance and sets its
+// state; a change (or a new row) queues it for the emitter.
+func (t *healthTable) setLocked(instance string, kind gateway.HealthKind, obs *gateway.TargetHealth) *healthEntry {
+	k := healthKey{instance: instance, upstream: obs.Upstream, target: obs.Target, ip: obs.IP, port: obs.Port}
+	e := t.entries[k]
+	if e == nil {
+		g := t.gatewayLocked(instance, kind)
+		uk := upstreamKey{instance, obs.Upstream}
+		u := t.upstreams[uk]
+		if u == nil {
+			u = &healthUpstream{gw: g, name: obs.Upstream, idx: len(g.upstreams)}
+			g.upstreams = append(g.upstreams, u)
+			t.upstreams[uk] = u
+		}
+		e = &healthEntry{key: k, address: obs.Address(), up: u, state: obs.State, idx: len(u.entries)}
+		u.entries = append(u.entries, e)
+		t.entries[k] = e
+		u.counts[obs.State]++
+		t.counts[obs.State]++
+		t.markLocked(e)
+		return e
+	}
+	t.setStateLocked(e, obs.State)
+	return e
+}
+
+func (t *healthTable) setStateLocked(e *healthEntry, s gateway.HealthState) {
+	if e.state == s {
+		return
+	}
+	e.up.counts[e.state]--
+	t.counts[e.state]--
+	e.state = s
+	e.up.counts[s]++
+	t.counts[s]++
+	t.markLocked(e)
+}
+
+func (t *healthTable) markLocked(e *healthEntry) {
+	if !e.dirty {
+		e.dirty = true
+		t.dirtyEntries = append(t.dirtyEntries, e)
+	}
+	if u := e.up; !u.dirty {
+		u.dirty = true
+		t.dirtyUpstreams = append(t.dirtyUpstreams, u)
+	}
+}
+
+// removeLocked deletes a row; its series are withdrawn by the next drain.
+func (t *healthTable) removeLocked(e *healthEntry) {
+	u := e.up
+	last := u.entries[len(u.entries)-1]
+	u.entries[e.idx], last.idx = last, e.idx
+	u.entries[len(u.entries)-1] = nil
+	u.entries = u.entries[:len(u.entries)-1]
+	delete(t.entries, e.key)
+	u.counts[e.state]--
+	t.counts[e.state]--
+	e.removed = true
+	t.markLocked(e)
+	if len(u.entries) > 0 {
+		return
+	}
+	g := u.gw
+	lastU := g.upstreams[len(g.upstreams)-1]
+	g.upstreams[u.idx], lastU.idx = lastU, u.idx
+	g.upstreams[len(g.upstreams)-1] = nil
+	g.upstreams = g.upstreams[:len(g.upstreams)-1]
+	delete(t.upstreams, upstreamKey{g.instance, u.name})
+	u.removed = true
+}
+
+// applyPoll records what one fetch of a poller reported: every row is
+// confirmed now and marked seen in generation gen. It reports whether a row
+// changed or appeared.
+func (t *healthTable) applyPoll(p *poller, gen uint64, now time.Time, obs []gateway.TargetHealth) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before := len(t.dirtyEntries)
+	for i := range obs {
+		e := t.setLocked(p.instance, p.gkind, &obs[i])
+		e.owner, e.seen, e.confirmed = p, gen, now
+	}
+	return len(t.dirtyEntries) != before
+}
+
+// keepUpstream marks the poller's rows of an upstream it could not fetch as
+// seen in gen, so the sweep keeps them; they are not confirmed, so they turn
+// unknown after stale_after if the fetches keep failing.
+func (t *healthTable) keepUpstream(p *poller, gen uint64, upstream string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if u := t.upstreams[upstreamKey{p.instance, upstream}]; u != nil {
+		for _, e := range u.entries {
+			if e.owner == p {
+				e.seen = gen
+			}
+		}
+	}
+}
+
+// sweep removes the poller's rows that its complete poll gen did not list:
+// targets (or whole upstreams) that disappeared from the gateway.
+func (t *healthTable) sweep(p *poller, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.gateways[p.instance]
+	if g == nil {
+		return
+	}
+	for ui := len(g.upstreams) - 1; ui >= 0; ui-- {
+		u := g.upstreams[ui]
+		for ei := len(u.entries) - 1; ei >= 0; ei-- {
+			if e := u.entries[ei]; e.owner == p && e.seen != gen {
+				t.removeLocked(e)
+			}
+		}
+	}
+}
+
+// expireStale marks unknown every polled row not confirmed since
+// now - staleAfter. It reports whether a row changed.
+func (t *healthTable) expireStale(now time.Time, staleAfter time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	before := len(t.dirtyEntries)
+	cutoff := now.Add(-staleAfter)
+	for _, g := range t.gwList {
+		for _, u := range g.upstreams {
+			for _, e := range u.entries {
+				if e.owner != nil && e.state != gateway.HealthUnknown && e.confirmed.Before(cutoff) {
+					t.setStateLocked(e, gateway.HealthUnknown)
+				}
+			}
+		}
+	}
+	return len(t.dirtyEntries) != before
+}
+
+// applyEvent records one pushed event. An event older than the newest one
+// applied to its row is ignored (ok false): events may arrive out of order.
+func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := ev.Time
+	if at.IsZero() {
+		at = now
+	}
+	k := healthKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
+	if e := t.entries[k]; e != nil && at.Before(e.updated) {
+		return false
+	}
+	e := t.setLocked(ev.Gateway, ev.HealthKind, &ev.TargetHealth)
+	e.updated = at
+	if e.owner != nil {
+		// A push about a polled row counts as a confirmation too.
+		e.confirmed = now
+	}
+	return true
+}
+
+// rowState is a row and its state, copied under the lock for the emitter.
+type rowState struct {
+	e       *healthEntry
+	state   gateway.HealthState
+	removed bool
+}
+
+// upstreamState is an upstream and its counts, copied under the lock.
+type upstreamState struct {
+	u       *healthUpstream
+	counts  [gateway.NumHealthStates]int64
+	removed bool
+}
+
+// drain appends the queued changes to rows and ups (reused buffers) and
+// empties the queues. With all set it appends every live row and upstream
+// too (a full snapshot), after the queued removals.
+func (t *healthTable) drain(rows []rowState, ups []upstreamState, all bool) ([]rowState, []upstreamState, [gateway.NumHealthStates]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.dirtyEntries {
+		e.dirty = false
+		if all && !e.removed {
+			continue // the full pass below emits it
+		}
+		rows = append(rows, rowState{e: e, state: e.state, removed: e.removed})
+	}
+	for _, u := range t.dirtyUpstreams {
+		u.dirty = false
+		if all && !u.removed {
+			continue
+		}
+		ups = append(ups, upstreamState{u: u, counts: u.counts, removed: u.removed})
+	}
+	clear(t.dirtyEntries)
+	clear(t.dirtyUpstreams)
+	t.dirtyEntries, t.dirtyUpstreams = t.dirtyEntries[:0], t.dirtyUpstreams[:0]
+	if all {
+		for _, g := range t.gwList {
+			for _, u := range g.upstreams {
+				ups = append(ups, upstreamState{u: u, counts: u.counts})
+				for _, e := range u.entries {
+					rows = append(rows, rowState{e: e, state: e.state})
+				}
+			}
+		}
+	}
+	return rows, ups, t.counts
+}

@@ -1,0 +1,256 @@
+package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/otelgateway/otelgateway/internal/gateway"
+)
+
+// Poll outcomes, the `outcome` attribute of
+// otelcol_receiver_gateway_health_polls: a bounded set, one constant each.
+const (
+	outcomeSuccess        = "success"
+	outcomeConnection     = "connection_error"
+	outcomeTimeout        = "timeout"
+	outcomeHTTPStatus     = "http_status"
+	outcomeMalformed      = "malformed"
+	outcomePaginationLoop = "pagination_loop"
+)
+
+var pollOutcomes = [...]string{outcomeSuccess, outcomeConnection, outcomeTimeout, outcomeHTTPStatus, outcomeMalformed, outcomePaginationLoop}
+
+// maxAdminBody bounds one admin API response (Envoy's /clusters at 20k hosts
+// is a few MiB; this leaves room without letting a broken server exhaust
+// memory).
+const maxAdminBody = 256 << 20
+
+// pollError is a failed fetch with the outcome it is counted under.
+type pollError struct {
+	outcome string
+	err     error
+}
+
+func (e *pollError) Error() string { return e.err.Error() }
+func (e *pollError) Unwrap() error { return e.err }
+
+// outcomeOf classifies a fetch error (nil is a success).
+func outcomeOf(err error) string {
+	var pe *pollError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return outcomeSuccess
+	case errors.As(err, &pe):
+		return pe.outcome
+	case errors.Is(err, gateway.ErrMalformed):
+		return outcomeMalformed
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return outcomeTimeout
+	}
+	return outcomeConnection
+}
+
+// fatal reports whether a fetch error says the admin API as a whole is
+// unreachable (rather than one upstream's answer being bad): the rest of
+// the poll is abandoned instead of timing out request by request.
+func fatal(err error) bool {
+	o := outcomeOf(err)
+	return o == outcomeConnection || o == outcomeTimeout
+}
+
+// poller polls one admin API on its own goroutine. Polls never overlap: the
+// next starts an interval after the previous one ended, so a slow API
+// slows its own poller only. After a failure the wait doubles, up to
+// healthBackoffMaxMultiplier intervals.
+//
+// Written by hand rather than on scraperhelper's controller: the
+// controller runs every scraper of a receiver in one loop (a slow admin API
+// would delay the others), has no backoff, and hands pmetric straight to
+// the next consumer, while pollers here feed one state table shared with
+// pushed events. Its habits are kept: poll at once on start, cancel with the
+// component, a timeout per request through confighttp.
+type poller struct {
+	kind     pollerKind
+	gkind    gateway.HealthKind
+	name     string // "kong[0]", for logs
+	instance string
+	cfg      PollerConfig
+	base     *url.URL
+	client   *http.Client
+	h        *healthReceiver
+	logger   *zap.Logger
+
+	// pollOnce runs one poll of generation gen; the source files define it.
+	pollOnce func(ctx context.Context, gen uint64) error
+
+	// Loop state, owned by the poller's goroutine.
+	gen         uint64
+	failures    int
+	lastOutcome string
+	scratch     []gateway.TargetHealth
+
+	attrs    attribute.Set
+	outcomes map[string]attribute.Set
+}
+
+func (p *poller) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		p.poll(ctx)
+		timer.Reset(p.nextDelay())
+	}
+}
+
+func (p *poller) nextDelay() time.Duration {
+	iv := p.cfg.interval()
+	if p.failures == 0 {
+		return iv
+	}
+	mult := 1 << min(p.failures, 3) // 2, 4, 8 intervals
+	return time.Duration(min(mult, healthBackoffMaxMultiplier)) * iv
+}
+
+// poll runs one poll, records its telemetry, logs a change of outcome once
+// and, after a failure, lets rows that have gone unconfirmed too long turn
+// unknown.
+func (p *poller) poll(ctx context.Context) {
+	p.gen++
+	start := time.Now()
+	err := p.pollOnce(ctx, p.gen)
+	if ctx.Err() != nil {
+		return // shutting down: neither count nor log the cut-short poll
+	}
+	end := time.Now()
+	outcome := outcomeOf(err)
+	tel := p.h.tel
+	tel.ReceiverGatewayHealthPolls.Add(ctx, 1, metric.WithAttributeSet(p.outcomes[outcome]))
+	tel.ReceiverGatewayHealthPollDuration.Record(ctx, end.Sub(start).Seconds(), metric.WithAttributeSet(p.attrs))
+	if err == nil {
+		p.failures = 0
+		tel.ReceiverGatewayHealthLastSuccess.Record(ctx, end.Unix(), metric.WithAttributeSet(p.attrs))
+	} else {
+		p.failures++
+		p.h.table.expireStale(end, p.h.cfg.StaleAfter)
+	}
+	if outcome != p.lastOutcome {
+		switch {
+		case err != nil:
+			p.logger.Warn("Health poll failed; logged again only when the outcome changes",
+				zap.String("outcome", outcome), zap.Error(err), zap.Duration("next_poll_in", p.nextDelay()))
+		case p.lastOutcome != "":
+			p.logger.Info("Health poll succeeds again", zap.String("previous_outcome", p.lastOutcome))
+		}
+		p.lastOutcome = outcome
+	}
+	p.h.notify()
+}
+
+// inShard reports whether this collector polls the upstream.
+func (p *poller) inShard(upstream string) bool {
+	sh := p.h.cfg.Shard
+	return sh.Count <= 1 || xxhash.Sum64String(upstream)%uint64(sh.Count) == uint64(sh.Index)
+}
+
+// shardFilter keeps the observations of this collector's upstreams.
+func (p *poller) shardFilter(obs []gateway.TargetHealth) []gateway.TargetHealth {
+	if p.h.cfg.Shard.Count <= 1 {
+		return obs
+	}
+	kept := obs[:0]
+	for _, o := range obs {
+		if p.inShard(o.Upstream) {
+			kept = append(kept, o)
+		}
+	}
+	return kept
+}
+
+// get fetches a path (with query) relative to the endpoint and returns the
+// body of a 200 answer. Any other status is an http_status error quoting
+// the start of the body.
+func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
+	u, err := p.base.Parse(ref)
+	if err != nil {
+		return nil, &pollError{outcomeMalformed, errors.New("bad next page reference " + strconv.Quote(ref) + ": " + err.Error())}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	// APISIX answers /v1/healthcheck in HTML to browsers; ask for JSON.
+	req.Header.Set("Accept", "application/json")
+	if p.cfg.AdminToken != "" {
+		req.Header.Set("Kong-Admin-Token", string(p.cfg.AdminToken))
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, &pollError{outcomeHTTPStatus, &statusError{code: resp.StatusCode, url: u.String(), body: body}}
+	}
+	return body, nil
+}
+
+type statusError struct {
+	code int
+	url  string
+	body []byte
+}
+
+func (e *statusError) Error() string {
+	b := e.body
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return "GET " + e.url + ": status " + strconv.Itoa(e.code) + ", body starts " + strconv.Quote(string(b))
+}
+
+// isNotFound reports an HTTP 404 answer.
+func isNotFound(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.code == http.StatusNotFound
+}
+
+// pollSingle is the poll of an admin API that answers in one document
+// (APISIX, Envoy): fetch, decode, keep this shard's upstreams, record, and
+// sweep what the document no longer lists.
+func (p *poller) pollSingle(ctx context.Context, gen uint64, path string, decode func([]gateway.TargetHealth, []byte) ([]gateway.TargetHealth, error)) error {
+	body, err := p.get(ctx, path)
+	if err != nil {
+		return err
+	}
+	obs, err := decode(p.scratch[:0], body)
+	if err != nil {
+		return err
+	}
+	obs = p.shardFilter(obs)
+	p.h.table.applyPoll(p, gen, time.Now(), obs)
+	p.h.table.sweep(p, gen)
+	clear(obs)
+	p.scratch = obs[:0]
+	return nil
+}

@@ -1,0 +1,112 @@
+package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelgateway/otelgateway/internal/gateway"
+)
+
+var (
+	eventsAccepted   = attribute.NewSet(attribute.String("outcome", "accepted"))
+	eventsRejected   = attribute.NewSet(attribute.String("outcome", "rejected"))
+	eventsOutOfOrder = attribute.NewSet(attribute.String("outcome", "out_of_order"))
+)
+
+// registerHealthPush mounts the push endpoint on the receiver's HTTP mux
+// when the health section enables it.
+func (r *gatewayReceiver) registerHealthPush(mux *http.ServeMux) {
+	if r.health == nil || !r.health.cfg.Push.HasValue() {
+		return
+	}
+	mux.HandleFunc(r.health.cfg.Push.Get().Path, r.health.handlePush)
+}
+
+// pushResponse is the answer to a push: how many events were applied, how
+// many were older than the state they would replace, and which were
+// refused and why.
+type pushResponse struct {
+	Accepted   int             `json:"accepted"`
+	OutOfOrder int             `json:"out_of_order"`
+	Rejected   []rejectedEvent `json:"rejected,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+type rejectedEvent struct {
+	Index int    `json:"index"`
+	Error string `json:"error"`
+}
+
+// handlePush serves POST <push.path>: one health event or an array of them
+// (README "Pushed events"). Invalid events are refused one by one; the
+// request fails (400) only when none could be applied. A request refused as
+// a whole (not JSON, wrong method or media type, too large) counts as one
+// rejected event.
+func (h *healthReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
+	ctx := req.Context()
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
+		writePush(w, http.StatusMethodNotAllowed, pushResponse{Error: req.Method + " not allowed, use POST"})
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != jsonContentType {
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
+		writePush(w, http.StatusUnsupportedMediaType, pushResponse{Error: "unsupported Content-Type " + strconv.Quote(req.Header.Get("Content-Type")) + ", use " + jsonContentType})
+		return
+	}
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		code := http.StatusBadRequest
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
+		writePush(w, code, pushResponse{Error: "reading request body: " + err.Error()})
+		return
+	}
+	events, rejected, err := gateway.DecodeHealthEvents(nil, body)
+	if err != nil {
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
+		writePush(w, http.StatusBadRequest, pushResponse{Error: err.Error()})
+		return
+	}
+	resp := pushResponse{}
+	now := time.Now()
+	for i := range events {
+		if h.table.applyEvent(&events[i], now) {
+			resp.Accepted++
+		} else {
+			resp.OutOfOrder++
+		}
+	}
+	if resp.Accepted > 0 {
+		h.notify()
+	}
+	for _, rj := range rejected {
+		resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rj.Index, Error: rj.Msg})
+	}
+	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(resp.Accepted), metric.WithAttributeSet(eventsAccepted))
+	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(resp.OutOfOrder), metric.WithAttributeSet(eventsOutOfOrder))
+	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(len(rejected)), metric.WithAttributeSet(eventsRejected))
+	code := http.StatusOK
+	if len(events) == 0 && len(rejected) > 0 {
+		code = http.StatusBadRequest
+	}
+	writePush(w, code, resp)
+}
+
+func writePush(w http.ResponseWriter, code int, resp pushResponse) {
+	b, _ := json.Marshal(resp) // plain strings and ints: cannot fail
+	writeBody(w, jsonContentType, code, b)
+}

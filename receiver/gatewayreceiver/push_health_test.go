@@ -1,0 +1,99 @@
+package gatewayreceiver
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+)
+
+func postHealth(t *testing.T, url, contentType, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, contentType, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestPushedEvents(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		hc := defaultHealthConfig()
+		hc.Profile = ProfileKong
+		c.Health = configoptional.Some(hc)
+	})
+	url := "http://" + h.httpAddr + defaultHealthPushPath
+	cases := []struct {
+		name, contentType, body string
+		wantCode                int
+		wantBody                string
+	}{
+		{"one event", "application/json",
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"2026-07-01T10:00:00Z"}`,
+			200, `{"accepted":1,"out_of_order":0}`},
+		{"array with a bad event", "application/json; charset=utf-8",
+			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"UNHEALTHY","timestamp":"2026-07-01T10:00:05Z"},
+			  {"gateway":"kong-7","upstream":"billing","target":"x:1","state":"purple"}]`,
+			200, `{"accepted":1,"out_of_order":0,"rejected":[{"index":1,"error":"\"state\" \"purple\" is not one of healthy, unhealthy, dns_error, healthchecks_off, mostly_healthy, mostly_unhealthy, degraded, unknown"}]}`},
+		{"late event", "application/json",
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"2026-07-01T09:59:00Z"}`,
+			200, `{"accepted":0,"out_of_order":1}`},
+		{"dns error", "application/json",
+			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"gone.internal:80","state":"DNS_ERROR"}]`,
+			200, `{"accepted":1,"out_of_order":0}`},
+		{"only bad events", "application/json", `[{"gateway":"kong-7"}]`,
+			400, `{"accepted":0,"out_of_order":0,"rejected":[{"index":0,"error":"\"upstream\" is missing"}]}`},
+		{"not JSON", "application/json", `<xml/>`,
+			400, `{"accepted":0,"out_of_order":0,"error":"health events (want an object or an array of objects): invalid character '\u003c' looking for beginning of value (body starts \"\u003cxml/\u003e\")"}`},
+		{"wrong content type", "text/plain", `{}`,
+			415, `{"accepted":0,"out_of_order":0,"error":"unsupported Content-Type \"text/plain\", use application/json"}`},
+	}
+	for _, c := range cases {
+		code, body := postHealth(t, url, c.contentType, c.body)
+		if code != c.wantCode || body != c.wantBody {
+			t.Errorf("%s: %d %s\nwant %d %s", c.name, code, body, c.wantCode, c.wantBody)
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d, want 405", resp.StatusCode)
+	}
+
+	want := map[string]int64{}
+	kongSeries(want, "kong-7", "billing", "api:8080", "10.0.0.1:8080", "unhealthy")
+	kongSeries(want, "kong-7", "billing", "gone.internal:80", "", "dns_error")
+	waitFor(t, func() bool {
+		return len(seriesState(sink.AllMetrics())) == len(want) && seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="",state="dns_error",subsystem="http",target="gone.internal:80",upstream="billing"}@kong-7`] == 1
+	})
+	checkSeries(t, seriesState(sink.AllMetrics()), want)
+	for outcome, n := range map[string]int64{"accepted": 3, "rejected": 5, "out_of_order": 1} {
+		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
+			t.Errorf("events{outcome=%s} = %d, want %d", outcome, got, n)
+		}
+	}
+}
+
+// Traffic keeps flowing through the same server while events are pushed.
+func TestPushDoesNotDisturbTraces(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.Health = configoptional.Some(defaultHealthConfig()) })
+	if code, _ := postHealth(t, "http://"+h.httpAddr+defaultHealthPushPath, "application/json", `{"gateway":"g","upstream":"u","target":"t:1","state":"healthy"}`); code != 200 {
+		t.Fatalf("push: %d", code)
+	}
+	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, kongExport("GET", "/a", 200))); code != http.StatusOK {
+		t.Fatalf("traces: %d %s", code, body)
+	}
+}
