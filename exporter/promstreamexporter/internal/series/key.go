@@ -3,17 +3,22 @@ package series
 import (
 	"encoding/binary"
 	"math"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// packedAttrs is an attribute map packed into one byte slice, kept by an
-// index entry to confirm hash hits: about the size of the keys and values
-// themselves, where a pcommon.Map copy costs several times that. Encoding,
-// per attribute in map order: uvarint key length, key, type byte, value
-// (string: uvarint length + bytes; int, double: 8 bytes; bool: 1 byte; other
-// types: their AsString form as a string).
-type packedAttrs []byte
+// packedAttrs is an index entry's copy of the attributes it was created
+// with, kept to confirm hash hits. The attribute keys of a family repeat from
+// series to series, so they are stored once per family as a schema (the keys
+// in arrival order) and each entry keeps only its schema number and values:
+// about the size of the values themselves.
+//
+// Encoding: uvarint schema number, then per attribute, in schema order, a
+// type byte and the value (string: uvarint length + bytes; int, double: 8
+// bytes little-endian; bool: 1 byte; other types: their AsString form as a
+// string).
+type packedAttrs string
 
 const (
 	packedStr byte = iota
@@ -23,12 +28,43 @@ const (
 	packedOther
 )
 
-func pack(attrs pcommon.Map) packedAttrs {
-	b := make([]byte, 0, 16*attrs.Len())
-	b = binary.AppendUvarint(b, uint64(attrs.Len()))
-	for k, v := range attrs.All() {
+// schemas interns the key sequences of one family. Not safe for concurrent
+// use: the family's mutex guards it.
+type schemas struct {
+	keys  [][]string     // schema number → keys in order
+	index map[string]int // joined keys → schema number
+}
+
+// of returns the schema number of attrs' key sequence, adding it if new;
+// scratch is reused to build the lookup key.
+func (sc *schemas) of(attrs pcommon.Map, scratch []byte) (int, []byte) {
+	b := scratch[:0]
+	for k := range attrs.All() {
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
+	}
+	if n, ok := sc.index[string(b)]; ok {
+		return n, b
+	}
+	if sc.index == nil {
+		sc.index = make(map[string]int)
+	}
+	keys := make([]string, 0, attrs.Len())
+	for k := range attrs.All() {
+		// Copy: a key may point into the buffer the request was decoded from.
+		keys = append(keys, strings.Clone(k))
+	}
+	n := len(sc.keys)
+	sc.keys = append(sc.keys, keys)
+	sc.index[string(b)] = n
+	return n, b
+}
+
+// pack encodes attrs under schema number n into scratch and returns an
+// exact-size copy (a series keeps it for life, so no slack is worth it).
+func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
+	b := binary.AppendUvarint(scratch[:0], uint64(n))
+	for _, v := range attrs.All() {
 		switch v.Type() {
 		case pcommon.ValueTypeStr:
 			b = append(b, packedStr)
@@ -54,62 +90,94 @@ func pack(attrs pcommon.Map) packedAttrs {
 			b = append(b, s...)
 		}
 	}
-	return b
+	return packedAttrs(b), b
 }
 
-// equal reports whether attrs holds exactly the packed attributes, in any
-// order. Quadratic in the attribute count, which is small, and allocation
-// free for scalar values.
-func (p packedAttrs) equal(attrs pcommon.Map) bool {
-	n, used := binary.Uvarint(p)
-	if used <= 0 || int(n) != attrs.Len() {
+// equal reports whether attrs holds exactly the packed attributes in the
+// same key order (a source that reorders its attributes gets one entry per
+// order, found through the series' rendered labels). Allocation free for
+// scalar values.
+func (p packedAttrs) equal(sc *schemas, attrs pcommon.Map) bool {
+	n, used := uvarint(string(p))
+	if used <= 0 || int(n) >= len(sc.keys) {
 		return false
 	}
-	body := p[used:]
+	keys := sc.keys[n]
+	if len(keys) != attrs.Len() {
+		return false
+	}
+	p = p[used:]
+	i := 0
 	for k, v := range attrs.All() {
-		if !body.has(k, v) {
+		if keys[i] != k || len(p) == 0 {
+			return false
+		}
+		i++
+		var ok bool
+		if ok, p = p.valueEqual(v); !ok {
 			return false
 		}
 	}
 	return true
 }
 
-// has scans the packed attributes for key k and compares its value with v.
-func (p packedAttrs) has(k string, v pcommon.Value) bool {
-	for len(p) > 0 {
-		kl, used := binary.Uvarint(p)
-		p = p[used:]
-		key := p[:kl]
-		p = p[kl:]
-		typ := p[0]
-		p = p[1:]
-		var val []byte
-		switch typ {
-		case packedStr, packedOther:
-			vl, used := binary.Uvarint(p)
-			val = p[used : used+int(vl)]
-			p = p[used+int(vl):]
-		case packedInt, packedDouble:
-			val, p = p[:8], p[8:]
-		case packedBool:
-			val, p = p[:1], p[1:]
+// valueEqual compares the value at the start of p with v and returns the
+// rest of p.
+func (p packedAttrs) valueEqual(v pcommon.Value) (bool, packedAttrs) {
+	typ := p[0]
+	p = p[1:]
+	switch typ {
+	case packedStr, packedOther:
+		vl, used := uvarint(string(p))
+		if used <= 0 || used+int(vl) > len(p) {
+			return false, p
 		}
-		if string(key) != k {
-			continue
+		val := string(p[used : used+int(vl)])
+		rest := p[used+int(vl):]
+		if typ == packedStr {
+			return v.Type() == pcommon.ValueTypeStr && val == v.Str(), rest
 		}
-		switch typ {
-		case packedStr:
-			return v.Type() == pcommon.ValueTypeStr && string(val) == v.Str()
-		case packedInt:
-			return v.Type() == pcommon.ValueTypeInt && binary.LittleEndian.Uint64(val) == uint64(v.Int())
-		case packedDouble:
-			return v.Type() == pcommon.ValueTypeDouble && binary.LittleEndian.Uint64(val) == math.Float64bits(v.Double())
-		case packedBool:
-			return v.Type() == pcommon.ValueTypeBool && (val[0] == 1) == v.Bool()
-		default:
-			return v.Type() != pcommon.ValueTypeStr && v.Type() != pcommon.ValueTypeInt &&
-				v.Type() != pcommon.ValueTypeDouble && v.Type() != pcommon.ValueTypeBool && string(val) == v.AsString()
+		t := v.Type()
+		return t != pcommon.ValueTypeStr && t != pcommon.ValueTypeInt && t != pcommon.ValueTypeDouble &&
+			t != pcommon.ValueTypeBool && val == v.AsString(), rest
+	case packedInt, packedDouble:
+		if len(p) < 8 {
+			return false, p
 		}
+		u := le64(p)
+		if typ == packedInt {
+			return v.Type() == pcommon.ValueTypeInt && u == uint64(v.Int()), p[8:]
+		}
+		return v.Type() == pcommon.ValueTypeDouble && u == math.Float64bits(v.Double()), p[8:]
+	case packedBool:
+		if len(p) < 1 {
+			return false, p
+		}
+		return v.Type() == pcommon.ValueTypeBool && (p[0] == 1) == v.Bool(), p[1:]
+	default:
+		return false, p
 	}
-	return false
+}
+
+// uvarint decodes a uvarint from the start of s (binary.Uvarint for strings).
+func uvarint(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		b := s[i]
+		if b < 0x80 {
+			return x | uint64(b)<<shift, i + 1
+		}
+		x |= uint64(b&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}
+
+func le64(s packedAttrs) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(s[i])
+	}
+	return v
 }

@@ -17,16 +17,26 @@ func TestPackedAttrsEquality(t *testing.T) {
 	a.PutDouble("ratio", 0.5)
 	a.PutBool("ok", true)
 	a.PutEmptySlice("tags").AppendEmpty().SetStr("x")
-	p := pack(a)
+	var sc schemas
+	n, _ := sc.of(a, nil)
+	p, _ := pack(nil, n, a)
 
-	same := pcommon.NewMap() // other order
-	same.PutEmptySlice("tags").AppendEmpty().SetStr("x")
-	same.PutBool("ok", true)
-	same.PutDouble("ratio", 0.5)
-	same.PutInt("code", 200)
-	same.PutStr("route", "/a")
-	if !p.equal(same) {
-		t.Fatal("same attributes in another order compare unequal")
+	same := pcommon.NewMap()
+	a.CopyTo(same)
+	if !p.equal(&sc, same) {
+		t.Fatal("a copy compares unequal")
+	}
+	reordered := pcommon.NewMap()
+	reordered.PutInt("code", 200)
+	reordered.PutStr("route", "/a")
+	reordered.PutDouble("ratio", 0.5)
+	reordered.PutBool("ok", true)
+	reordered.PutEmptySlice("tags").AppendEmpty().SetStr("x")
+	if p.equal(&sc, reordered) {
+		t.Fatal("another key order compares equal: entries are per order by design")
+	}
+	if m, _ := sc.of(reordered, nil); m == n {
+		t.Fatal("two key orders share a schema")
 	}
 	mutations := map[string]func(pcommon.Map){
 		"other string":  func(m pcommon.Map) { m.PutStr("route", "/b") },
@@ -41,11 +51,13 @@ func TestPackedAttrsEquality(t *testing.T) {
 		m := pcommon.NewMap()
 		a.CopyTo(m)
 		mutate(m)
-		if p.equal(m) {
+		if p.equal(&sc, m) {
 			t.Errorf("%s: compares equal", name)
 		}
 	}
-	if !pack(pcommon.NewMap()).equal(pcommon.NewMap()) {
+	empty := pcommon.NewMap()
+	en, _ := sc.of(empty, nil)
+	if pe, _ := pack(nil, en, empty); !pe.equal(&sc, pcommon.NewMap()) {
 		t.Error("empty maps compare unequal")
 	}
 }
@@ -55,9 +67,32 @@ func TestPackedEqualDoesNotAllocate(t *testing.T) {
 	for i := range 6 {
 		a.PutStr("k"+strconv.Itoa(i), "value-"+strconv.Itoa(i))
 	}
-	p := pack(a)
-	if n := testing.AllocsPerRun(100, func() { _ = p.equal(a) }); n != 0 {
-		t.Fatalf("equal allocated %.1f times, want 0", n)
+	var sc schemas
+	n, _ := sc.of(a, nil)
+	p, _ := pack(nil, n, a)
+	if allocs := testing.AllocsPerRun(100, func() { _ = p.equal(&sc, a) }); allocs != 0 {
+		t.Fatalf("equal allocated %.1f times, want 0", allocs)
+	}
+}
+
+// TestReorderedAttributesFindTheirSeries: a source that changes its
+// attribute order still updates the same series (through its rendered
+// labels), and the new order is then a direct hit.
+func TestReorderedAttributesFindTheirSeries(t *testing.T) {
+	tbl := New(0)
+	f, _ := tbl.Family("m", "", exposition.TypeGauge)
+	labels := labelList{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
+	one := Key{Context: kong, Attrs: pcommon.NewMap()}
+	one.Attrs.PutStr("a", "1")
+	one.Attrs.PutStr("b", "2")
+	two := Key{Context: kong, Attrs: pcommon.NewMap()}
+	two.Attrs.PutStr("b", "2")
+	two.Attrs.PutStr("a", "1")
+	s1, _ := f.Series(7, &one, 1, labels)
+	s2, _ := f.Series(7, &two, 1, labels)
+	s3, _ := f.Series(7, &two, 1, labels)
+	if s1 != s2 || s2 != s3 || tbl.Len() != 1 {
+		t.Fatalf("reordered attributes made %d series", tbl.Len())
 	}
 }
 

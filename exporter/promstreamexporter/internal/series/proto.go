@@ -86,12 +86,12 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 // holds the page lock).
 func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte) []byte {
 	text := s.labelsFor(e, scratch)
-	if s.utf8() == nil || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
+	if s.utf8() == "" || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
 		if s.extra == nil {
 			s.extra = new(seriesExtra)
 		}
 		cache := &s.extra.proto
-		if e == exposition.EscapeNone && s.extra.utf8 != nil {
+		if e == exposition.EscapeNone && s.extra.utf8 != "" {
 			cache = &s.extra.protoUTF8
 		}
 		if *cache == nil {
@@ -104,7 +104,7 @@ func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte) []byte {
 
 // encodeLabelPairs turns our own rendering `a="x",b="y"` (names possibly
 // quoted, values escaped) into LabelPair fields.
-func encodeLabelPairs(dst []byte, text []byte) []byte {
+func encodeLabelPairs(dst []byte, text string) []byte {
 	if dst == nil {
 		dst = make([]byte, 0, len(text)+16) // non-nil even when empty: the cache reads nil as "not built"
 	}
@@ -125,13 +125,13 @@ func encodeLabelPairs(dst []byte, text []byte) []byte {
 }
 
 // readToken reads a bare name or a quoted, escaped string.
-func readToken(b []byte) (tok, rest []byte) {
+func readToken(b string) (tok []byte, rest string) {
 	if len(b) == 0 || b[0] != '"' {
 		i := 0
 		for i < len(b) && b[i] != '=' && b[i] != ',' {
 			i++
 		}
-		return b[:i], b[i:]
+		return []byte(b[:i]), b[i:] // once per series, on its first protobuf scrape
 	}
 	var out []byte
 	i := 1
@@ -164,7 +164,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	body = appendVarint(body, 3, protoType(f.typ))
 	n := 0
 	for _, s := range p.series {
-		if q.Shards > 1 && s.hash%q.Shards != q.Shard {
+		if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
 			continue
 		}
 		labels := s.protoLabels(q.Escaping, &wr.scratch)
@@ -189,7 +189,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	case exposition.TypeSummary:
-		d := s.dist
+		d := s.dist()
 		if d == nil {
 			return b
 		}
@@ -205,7 +205,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			return b
 		})
 	case exposition.TypeHistogram:
-		d := s.dist
+		d := s.dist()
 		if d == nil {
 			return b
 		}

@@ -76,7 +76,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 				wr.buf = wr.appendProtoPage(wr.buf, f, p, q)
 			} else {
 				for _, s := range p.series {
-					if q.Shards > 1 && s.hash%q.Shards != q.Shard {
+					if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
 						continue
 					}
 					wr.buf = wr.appendSeries(wr.buf, f, s, q)
@@ -127,7 +127,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 	names := &f.names[q.Escaping]
 	switch f.typ {
 	case exposition.TypeHistogram:
-		d := s.dist
+		d := s.dist()
 		if d == nil {
 			return dst
 		}
@@ -140,7 +140,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		dst = appendUint(dst, d.Count)
 		return appendSumCount(dst, names, labels, d)
 	case exposition.TypeSummary:
-		d := s.dist
+		d := s.dist()
 		if d == nil {
 			return dst
 		}
@@ -161,7 +161,7 @@ var plusInf = []byte("+Inf")
 // appendSumCount writes _sum (when the point has one) and _count. A
 // histogram with negative bucket bounds gets no _sum: OpenMetrics forbids it
 // there, and every format writes the same samples.
-func appendSumCount(dst []byte, names *familyNames, labels []byte, d *Dist) []byte {
+func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist) []byte {
 	if d.HasSum && (len(d.Counts) == 0 || len(d.Bounds) == 0 || d.Bounds[0] >= 0) {
 		dst = appendPrefix(dst, names.sum, names.quoted, labels, "", nil)
 		dst = exposition.AppendSample(dst, d.Sum)
@@ -173,9 +173,10 @@ func appendSumCount(dst []byte, names *familyNames, labels []byte, d *Dist) []by
 // labelsFor returns the label pairs rendered for escaping scheme e. Series
 // whose names are all legacy (every series under the default translation
 // strategy) have one rendering for every scheme; others render the dots and
-// values schemes into scratch at scrape time.
-func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) []byte {
-	if s.extra == nil || s.extra.utf8 == nil {
+// values schemes at scrape time (allocating: a rare path, only for UTF-8
+// names under the NoUTF8Escaping strategies and a dots or values scraper).
+func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) string {
+	if s.extra == nil || s.extra.utf8 == "" {
 		return s.labels
 	}
 	switch e {
@@ -185,14 +186,14 @@ func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) []byte {
 		return s.labels
 	default:
 		*scratch = exposition.AppendLabelPairs((*scratch)[:0], s.extra.list, e)
-		return *scratch
+		return string(*scratch)
 	}
 }
 
 // appendPrefix writes `name{labels,extra="v"}` or, for a quoted UTF-8 name
 // (passed with its quotes), `{"name",labels,extra="v"}`; without labels and
 // extra, just `name`.
-func appendPrefix(dst []byte, name string, quoted bool, labels []byte, extra string, extraValue []byte) []byte {
+func appendPrefix(dst []byte, name string, quoted bool, labels string, extra string, extraValue []byte) []byte {
 	if quoted {
 		dst = append(dst, '{')
 		dst = append(dst, name...)

@@ -22,7 +22,6 @@
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"slices"
@@ -114,39 +113,48 @@ func (d *Dist) boundTexts() [][]byte {
 // Memory: a counter series costs its rendered label pairs, this struct and
 // its index entry (the packed attributes); everything rarer hangs off extra.
 type Series struct {
-	labels   []byte // label pairs escaped with underscores, no braces
-	extra    *seriesExtra
-	first    entry   // the index entry of the series' first key
-	sameHash *Series // next series with the same rendered-labels hash
-	hash     uint64
-	page     *page
-	updated  atomic.Int64
-	bits     atomic.Uint64
-	dist     *Dist
-	dead     bool // removed from its page; guarded by page.mu
+	labels  string // label pairs escaped with underscores, no braces
+	extra   *seriesExtra
+	first   entry // the index entry of the series' first key
+	page    *page
+	updated atomic.Int64
+	bits    atomic.Uint64
+	dead    bool // removed from its page; guarded by page.mu
 }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
+	// dist holds a histogram's or summary's values (guarded by page.mu).
+	dist *Dist
 	// utf8 and list exist only for series with a name outside the legacy
 	// grammar (possible with the NoUTF8Escaping translation strategies):
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
-	utf8 []byte
+	utf8 string
 	list []exposition.Label
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
 	proto, protoUTF8 []byte
 }
 
-func (s *Series) utf8() []byte {
+func (s *Series) utf8() string {
 	if s.extra == nil {
-		return nil
+		return ""
 	}
 	return s.extra.utf8
 }
 
-// Hash is the series' identity hash, the one ?shard= selects on.
-func (s *Series) Hash() uint64 { return s.hash }
+// dist returns the series' distribution; the caller holds the page lock.
+func (s *Series) dist() *Dist {
+	if s.extra == nil {
+		return nil
+	}
+	return s.extra.dist
+}
+
+// shardHash is what ?shard= selects on: a hash of the rendered labels,
+// computed at scrape time rather than stored (8 bytes a series), and the same
+// for a series whatever the order its attributes arrive in.
+func (s *Series) shardHash() uint64 { return xxhash.Sum64String(s.labels) }
 
 // SetValue stores the value of a gauge or counter series.
 func (s *Series) SetValue(v float64, now int64) {
@@ -164,10 +172,13 @@ type DistFiller interface {
 // a scrape never sees a half-written histogram.
 func (s *Series) UpdateDist(now int64, fill DistFiller) {
 	s.page.mu.Lock()
-	if s.dist == nil {
-		s.dist = new(Dist)
+	if s.extra == nil {
+		s.extra = new(seriesExtra)
 	}
-	fill.Fill(s.dist)
+	if s.extra.dist == nil {
+		s.extra.dist = new(Dist)
+	}
+	fill.Fill(s.extra.dist)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
 }
@@ -258,10 +269,15 @@ type Family struct {
 	// index finds a series by key hash; collisions (rare) chain in entry.next.
 	index map[uint64]*entry
 	// byLabels finds a series by the hash of its rendered labels, so two keys
-	// that render alike share one series; hash collisions chain through
-	// Series.sameHash.
-	byLabels map[uint64]*Series
-	live     int
+	// that render alike share one series; the rare series whose labels
+	// collide with another's under that hash go to labelCollisions.
+	byLabels        map[uint64]*Series
+	labelCollisions map[uint64][]*Series
+	live            int
+	// scratch renders labels and packs attributes of a new series (under mu).
+	scratch []byte
+	// schemas interns the attribute key sequences of the family's keys.
+	schemas schemas
 }
 
 type familyNames struct {
@@ -276,8 +292,8 @@ type entry struct {
 	next  *entry
 }
 
-func (e *entry) matches(key *Key) bool {
-	return e.ctx == key.Context && e.attrs.equal(key.Attrs)
+func (e *entry) matches(sc *schemas, key *Key) bool {
+	return e.ctx == key.Context && e.attrs.equal(sc, key.Attrs)
 }
 
 type page struct {
@@ -366,13 +382,16 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(key) {
+		if e.matches(&f.schemas, key) {
 			e.s.updated.Store(now)
 			return e.s, nil
 		}
 	}
 	list := labels.Labels()
-	rendered := exposition.AppendLabelPairs(nil, list, exposition.EscapeUnderscores)
+	// Render into the family's scratch and keep exact-size copies: a series
+	// keeps its labels for life, so append's slack would be paid forever.
+	f.scratch = exposition.AppendLabelPairs(f.scratch[:0], list, exposition.EscapeUnderscores)
+	rendered := f.scratch
 	var utf8 []byte
 	if !allLegacy(list) {
 		utf8 = exposition.AppendLabelPairs(nil, list, exposition.EscapeNone)
@@ -387,12 +406,18 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 		if max := f.table.max; max > 0 && f.table.count.Load() >= max {
 			return nil, ErrLimit
 		}
-		s = &Series{labels: rendered, hash: hash}
+		s = &Series{labels: string(rendered)}
 		if utf8 != nil {
-			s.extra = &seriesExtra{utf8: utf8, list: slices.Clone(list)}
+			s.extra = &seriesExtra{utf8: string(utf8), list: slices.Clone(list)}
 		}
-		s.sameHash = f.byLabels[lh]
-		f.byLabels[lh] = s
+		if f.byLabels[lh] == nil {
+			f.byLabels[lh] = s
+		} else {
+			if f.labelCollisions == nil {
+				f.labelCollisions = make(map[uint64][]*Series)
+			}
+			f.labelCollisions[lh] = append(f.labelCollisions[lh], s)
+		}
 		f.insertLocked(s)
 		f.live++
 		f.table.count.Add(1)
@@ -401,7 +426,11 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	if e.s != nil {
 		e = new(entry)
 	}
-	*e = entry{ctx: key.Context, attrs: pack(key.Attrs), s: s, next: f.index[hash]}
+	var attrs packedAttrs
+	var schema int
+	schema, f.scratch = f.schemas.of(key.Attrs, f.scratch)
+	attrs, f.scratch = pack(f.scratch, schema, key.Attrs)
+	*e = entry{ctx: key.Context, attrs: attrs, s: s, next: f.index[hash]}
 	f.index[hash] = e
 	s.updated.Store(now)
 	return s, nil
@@ -409,16 +438,24 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 
 // sameLabels returns the series whose rendered labels are exactly rendered.
 func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
-	for s := f.byLabels[lh]; s != nil; s = s.sameHash {
-		own := s.labels
-		if u := s.utf8(); u != nil {
-			own = u
-		}
-		if bytes.Equal(own, rendered) {
+	if s := f.byLabels[lh]; s != nil && s.ownLabels() == string(rendered) {
+		return s
+	}
+	for _, s := range f.labelCollisions[lh] {
+		if s.ownLabels() == string(rendered) {
 			return s
 		}
 	}
 	return nil
+}
+
+// ownLabels is the rendering that identifies the series: the UTF-8 one when
+// it has one.
+func (s *Series) ownLabels() string {
+	if u := s.utf8(); u != "" {
+		return u
+	}
+	return s.labels
 }
 
 func allLegacy(list []exposition.Label) bool {
@@ -462,7 +499,7 @@ func (f *Family) Remove(hash uint64, key *Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(key) {
+		if e.matches(&f.schemas, key) {
 			dead := e.s
 			f.removeLocked(func(s *Series) bool { return s == dead })
 			return true
@@ -519,28 +556,29 @@ func (f *Family) removeLocked(gone func(*Series) bool) int {
 			f.index[h] = keep
 		}
 	}
-	for h, s := range f.byLabels {
-		var keep *Series
-		for ; s != nil; s = s.sameHash {
-			if !s.dead {
-				keep = s
-				break
-			}
-		}
-		// Relink the survivors of the chain.
-		for k := keep; k != nil; {
-			next := k.sameHash
-			for next != nil && next.dead {
-				next = next.sameHash
-			}
-			k.sameHash = next
-			k = next
-		}
-		if keep == nil {
-			delete(f.byLabels, h)
+	for h, list := range f.labelCollisions {
+		list = slices.DeleteFunc(list, func(s *Series) bool { return s.dead })
+		if len(list) == 0 {
+			delete(f.labelCollisions, h)
 		} else {
-			f.byLabels[h] = keep
+			f.labelCollisions[h] = list
 		}
+	}
+	for h, s := range f.byLabels {
+		if !s.dead {
+			continue
+		}
+		// Promote a surviving colliding series, if any.
+		if list := f.labelCollisions[h]; len(list) > 0 {
+			f.byLabels[h] = list[0]
+			if len(list) == 1 {
+				delete(f.labelCollisions, h)
+			} else {
+				f.labelCollisions[h] = list[1:]
+			}
+			continue
+		}
+		delete(f.byLabels, h)
 	}
 	f.live -= removed
 	f.table.count.Add(-int64(removed))
