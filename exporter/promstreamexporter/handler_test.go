@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,15 +280,26 @@ func TestHostileLabelValuesParse(t *testing.T) {
 	if err := e.consumeMetrics(context.Background(), gauges(hostile...)); err != nil {
 		t.Fatal(err)
 	}
-	for _, accept := range []string{acceptText004, acceptOpenMetrics} {
+	for _, accept := range []string{acceptText004, acceptOpenMetrics, acceptProto, "text/plain;version=1.0.0;escaping=allow-utf-8"} {
 		rec := get(t, e, metricsPath, http.Header{"Accept": {accept}})
-		got := parseAll(t, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
+		var got []string
+		if accept == acceptProto {
+			got, _ = parseProto(t, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
+		} else {
+			got = parseAll(t, rec.Body.Bytes(), rec.Header().Get("Content-Type"))
+		}
 		if len(got) != len(hostile) {
 			t.Fatalf("Accept %s: parsed %d series, want %d", accept, len(got), len(hostile))
 		}
 		for _, s := range got {
 			if strings.Contains(s, "fake_metric") && !strings.Contains(s, "k=") {
 				t.Fatalf("a label value escaped into a sample: %q", s)
+			}
+		}
+		// Every value comes back exactly (invalid UTF-8 as U+FFFD).
+		for _, want := range []string{`k="quote\" back\\slash new\nline"`, "k=\"invalid utf-8: \uFFFD\"", `k="} 1\nfake_metric 2"`} {
+			if !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, want) }) {
+				t.Errorf("Accept %s: no series with %s in %.300q", accept, want, got)
 			}
 		}
 	}
