@@ -3,6 +3,8 @@ package exposition
 import (
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -104,6 +106,28 @@ type Negotiated struct {
 // Text 0.0.4 cannot carry UTF-8 names, so it always escapes (underscores
 // unless the scraper asked for dots or values).
 func Negotiate(h http.Header) Negotiated {
+	accept := h.Get("Accept")
+	if n, ok := negotiated.Load(accept); ok {
+		return n.(Negotiated)
+	}
+	n := negotiate(h)
+	// A scraper sends the same Accept header on every scrape: remember the
+	// outcome (parsing it is most of a scrape's allocations), for a bounded
+	// number of distinct headers so hostile clients cannot grow the cache.
+	if negotiatedCount.Add(1) <= maxNegotiated {
+		negotiated.Store(accept, n)
+	}
+	return n
+}
+
+const maxNegotiated = 64
+
+var (
+	negotiated      sync.Map // Accept header → Negotiated
+	negotiatedCount atomic.Int64
+)
+
+func negotiate(h http.Header) Negotiated {
 	f := expfmt.NegotiateAccept(h, accepted...)
 	n := Negotiated{Escaping: escapingOf(f.ToEscapingScheme())}
 	base := string(f)

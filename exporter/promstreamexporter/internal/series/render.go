@@ -10,9 +10,11 @@ import (
 )
 
 // flushAt is the buffer size at which a scrape writes to the connection.
-// Large writes mean few HTTP chunks (net/http allocates each chunk's header),
-// few syscalls, and a buffer that is still small next to the body.
-const flushAt = 256 << 10
+// Large writes mean few HTTP chunks (net/http allocates each chunk's header:
+// at 256 KiB a 35 MB scrape paid 122 of them), few syscalls, and a buffer
+// that is still small next to the body; it lives in a scrape slot, so it is
+// allocated once.
+const flushAt = 1 << 20
 
 // Query selects what one scrape writes and how.
 type Query struct {
@@ -37,7 +39,7 @@ type Writer struct {
 }
 
 // WriteTo streams the families q selects to w, page by page, and returns the
-// number of bytes written. It writes to w whenever its buffer passes flushAt (256 KiB),
+// number of bytes written. It writes to w whenever its buffer passes flushAt (1 MiB),
 // and never while it holds a lock; between pages it checks ctx, so a scrape
 // whose deadline passed or whose client left stops at once. When a write
 // fails or ctx ends, it returns the error having written a prefix of the

@@ -159,7 +159,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 func TestWriteErrorStopsTheScrape(t *testing.T) {
 	tbl := New(0)
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
-	for i := range 40 * PageSize { // several flushes
+	for i := range 160 * PageSize { // several flushes
 		set(t, f, uint64(i), strconv.Itoa(i)+"-a-long-route-to-fill-the-buffer-faster/and/more/and/more", 1, 1)
 	}
 	var w Writer
