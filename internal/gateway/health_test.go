@@ -198,7 +198,7 @@ func TestDecodeHealthEvents(t *testing.T) {
 	}
 	wantEvents := []HealthEvent{
 		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "t:1", State: HealthDNSError}},
-		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "[::1]:80", IP: "::1", Port: "80", State: HealthMostlyHealthy}},
+		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "[::1]:80", IP: "::1", Port: "80", State: HealthMostlyHealthy}, Index: 6},
 	}
 	if !reflect.DeepEqual(got, wantEvents) {
 		t.Fatalf("events %+v\nwant %+v", got, wantEvents)
