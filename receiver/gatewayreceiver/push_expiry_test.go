@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -174,4 +176,29 @@ func pushTo(hh *healthHarness, body string) (int, string) {
 	rec := httptest.NewRecorder()
 	hh.h.handlePush(rec, req)
 	return rec.Code, rec.Body.String()
+}
+
+// The running receiver applies the push lifetime on its report ticks.
+func TestPushExpiryRunsOnReportTicks(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		hc := defaultHealthConfig()
+		hc.Profile = ProfileKong
+		hc.ReportInterval = 20 * time.Millisecond
+		p := hc.Push.Get()
+		p.StaleAfter, p.Expiry = 100*time.Millisecond, 300*time.Millisecond
+		c.Health = configoptional.Some(hc)
+	})
+	if code, body := postHealth(t, "http://"+h.httpAddr+defaultHealthPushPath, "application/json",
+		`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"a:8080","address":"10.0.0.1:8080","state":"healthy"}`); code != http.StatusOK {
+		t.Fatalf("push: %d %s", code, body)
+	}
+	want := map[string]int64{}
+	kongSeries(want, "kong-7", "billing", "a:8080", "10.0.0.1:8080", "unknown")
+	waitFor(t, func() bool {
+		got := seriesState(sink.AllMetrics())
+		return len(got) == 4 && got[`kong_upstream_target_health{address="10.0.0.1:8080",state="healthy",subsystem="http",target="a:8080",upstream="billing"}@kong-7`] == 0
+	})
+	checkSeries(t, seriesState(sink.AllMetrics()), want)
+	waitFor(t, func() bool { return len(seriesState(sink.AllMetrics())) == 0 })
 }
