@@ -98,13 +98,18 @@ func (a AllocShares) Total() int64 {
 	return a.Receiver + a.ReceiverPdata + a.Exporter + a.ExporterPdata + a.Other
 }
 
-// MeasureAllocShares runs f with every allocation profiled. Profiling every
-// allocation slows f down several times: time it separately.
-func MeasureAllocShares(f func() error) (AllocShares, error) {
+// MeasureAllocShares runs warm, then f, with every allocation profiled,
+// and counts f's. warm lets the new rate take hold: each P keeps the
+// sampling point drawn under the old rate until it passes it. Profiling
+// every allocation slows f down several times: time it separately.
+func MeasureAllocShares(warm, f func() error) (AllocShares, error) {
 	var a AllocShares
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
+	if err := warm(); err != nil {
+		return a, err
+	}
 	before := memProfile()
 	if err := f(); err != nil {
 		return a, err
