@@ -160,6 +160,16 @@ func (t TargetHealth) Address() string {
 	return t.IP + ":" + t.Port
 }
 
+// addressParts keeps a port only with an IP: an address entry that has a
+// port but no IP (a broken or half-written admin API answer) is no address
+// at all, so rows and labels never carry a port without a host.
+func addressParts(ip, port string) (string, string) {
+	if ip == "" {
+		return "", ""
+	}
+	return ip, port
+}
+
 // luaArray is a JSON array that a Lua gateway may write as `{}` when it is
 // empty: an empty Lua table is encoded as an object unless marked as an
 // array (APISIX's healthcheck nodes, gateway-formats.md §2b; Kong's target

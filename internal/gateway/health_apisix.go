@@ -30,9 +30,10 @@ func DecodeAPISIXHealth(dst []TargetHealth, body []byte) ([]TargetHealth, error)
 			if host == "" {
 				host = n.IP
 			}
+			ip, port := addressParts(n.IP, string(n.Port))
 			dst = append(dst, TargetHealth{
 				Upstream: c.Name, Target: host + ":" + string(n.Port),
-				IP: n.IP, Port: string(n.Port), State: apisixState(n.Status),
+				IP: ip, Port: port, State: apisixState(n.Status),
 			})
 		}
 	}

@@ -111,7 +111,8 @@ func DecodeKongHealth(dst []TargetHealth, upstream string, body []byte) ([]Targe
 			continue
 		}
 		for _, a := range t.Data.Addresses {
-			dst = append(dst, TargetHealth{Upstream: upstream, Target: t.Target, IP: a.IP, Port: string(a.Port), State: kongState(a.Health)})
+			ip, port := addressParts(a.IP, string(a.Port))
+			dst = append(dst, TargetHealth{Upstream: upstream, Target: t.Target, IP: ip, Port: port, State: kongState(a.Health)})
 		}
 	}
 	return dst, p.Next, nil

@@ -17,6 +17,9 @@ type HealthEvent struct {
 	TargetHealth
 	// Time is when the gateway saw the state; zero when the event had none.
 	Time time.Time
+	// Index is the event's position in the request (0 for a lone object),
+	// to name it in an answer.
+	Index int
 }
 
 // pushEvent is the documented JSON schema of a pushed event.
@@ -61,6 +64,7 @@ func DecodeHealthEvents(dst []HealthEvent, body []byte) (events []HealthEvent, r
 			rejected = append(rejected, EventError{Index: i, Msg: msg})
 			continue
 		}
+		ev.Index = i
 		dst = append(dst, ev)
 	}
 	return dst, rejected, nil
@@ -104,6 +108,9 @@ func checkHealthEvent(e pushEvent) (HealthEvent, string) {
 			return HealthEvent{}, `"address" ` + strconv.Quote(e.Address) + ` is not "ip:port"`
 		}
 		ev.IP, ev.Port = strings.Trim(e.Address[:i], "[]"), e.Address[i+1:]
+		if ev.IP == "" { // "[]:80"
+			return HealthEvent{}, `"address" ` + strconv.Quote(e.Address) + ` is not "ip:port"`
+		}
 	}
 	if e.Timestamp != "" {
 		t, err := time.Parse(time.RFC3339Nano, e.Timestamp)

@@ -198,7 +198,7 @@ func TestDecodeHealthEvents(t *testing.T) {
 	}
 	wantEvents := []HealthEvent{
 		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "t:1", State: HealthDNSError}},
-		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "[::1]:80", IP: "::1", Port: "80", State: HealthMostlyHealthy}},
+		{Gateway: "g", TargetHealth: TargetHealth{Upstream: "u", Target: "[::1]:80", IP: "::1", Port: "80", State: HealthMostlyHealthy}, Index: 6},
 	}
 	if !reflect.DeepEqual(got, wantEvents) {
 		t.Fatalf("events %+v\nwant %+v", got, wantEvents)
@@ -242,5 +242,24 @@ func TestHealthStateNames(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = ParseHealthState("MOSTLY_UNHEALTHY") }); n != 0 {
 		t.Errorf("ParseHealthState allocates %v", n)
+	}
+}
+
+// An address entry with a port but no IP is no address (found by
+// FuzzDecodeKongHealth): no row carries a port without a host.
+func TestDecodeAddressWithoutIP(t *testing.T) {
+	got, _, err := DecodeKongHealth(nil, "u", []byte(`{"data":[{"target":"a:80","health":"HEALTHY","data":{"addresses":[{"port":80,"health":"HEALTHY"}]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkObs(t, got, []TargetHealth{{Upstream: "u", Target: "a:80", State: HealthHealthy}})
+	got, err = DecodeAPISIXHealth(nil, []byte(`[{"name":"/routes/1","nodes":[{"port":1980,"hostname":"b.svc","status":"healthy"}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkObs(t, got, []TargetHealth{{Upstream: "/routes/1", Target: "b.svc:1980", State: HealthHealthy}})
+	_, rejected, err := DecodeHealthEvents(nil, []byte(`{"gateway":"g","upstream":"u","target":"t","address":"[]:80","state":"healthy"}`))
+	if err != nil || len(rejected) != 1 || rejected[0].Error() != `event 0: "address" "[]:80" is not "ip:port"` {
+		t.Fatalf("rejected %v, err %v", rejected, err)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	defaultKongMaxConcurrency   = 16
 	defaultKongPageSize         = 1000
 	defaultHealthPushPath       = "/v1/health"
+	defaultPushStaleAfter       = 5 * time.Minute
+	defaultPushExpiry           = time.Hour
+	defaultPushMaxTargets       = 100_000
 	maxKongPageSize             = 1000 // Kong refuses size > 1000
 	healthBackoffMaxMultiplier  = 8    // a failing poller waits at most 8 intervals
 	defaultPollerMaxConcurrency = 1
@@ -63,10 +66,22 @@ type ShardConfig struct {
 	_ struct{}
 }
 
-// HealthPushConfig configures the push endpoint.
+// HealthPushConfig configures the push endpoint and the lifetime of the
+// rows only pushes keep (a row a poller reports stays the poller's).
 type HealthPushConfig struct {
 	// Path on the receiver's HTTP server that accepts POSTed events.
 	Path string `mapstructure:"path"`
+	// StaleAfter is how long a pushed row keeps its state without a new
+	// event about it; then it becomes `unknown`. Pushers re-send each
+	// target's state more often than this (a heartbeat).
+	StaleAfter time.Duration `mapstructure:"stale_after"`
+	// Expiry is how long a pushed row lives without a new event; then it is
+	// removed and its series withdrawn, as a target gone from a poll is.
+	Expiry time.Duration `mapstructure:"expiry"`
+	// MaxTargets bounds the pushed rows: an event that would add a row
+	// beyond it is refused (existing rows still update), so a pusher
+	// inventing names cannot grow the table without bound.
+	MaxTargets int `mapstructure:"max_targets"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -121,7 +136,9 @@ func defaultHealthConfig() HealthConfig {
 		ReportInterval: defaultReportInterval,
 		StaleAfter:     defaultStaleAfter,
 		Shard:          ShardConfig{Index: 0, Count: 1},
-		Push:           configoptional.Some(HealthPushConfig{Path: defaultHealthPushPath}),
+		Push: configoptional.Some(HealthPushConfig{
+			Path: defaultHealthPushPath, StaleAfter: defaultPushStaleAfter, Expiry: defaultPushExpiry, MaxTargets: defaultPushMaxTargets,
+		}),
 	}
 }
 
@@ -139,13 +156,29 @@ func (c *HealthConfig) Validate() error {
 	} else if c.Shard.Index < 0 || c.Shard.Index >= c.Shard.Count {
 		errs = errors.Join(errs, fmt.Errorf("shard.index must be in [0, %d), got %d", c.Shard.Count, c.Shard.Index))
 	}
-	if c.Push.HasValue() && !strings.HasPrefix(c.Push.Get().Path, "/") {
-		errs = errors.Join(errs, fmt.Errorf("push.path must start with \"/\", got %q", c.Push.Get().Path))
+	if c.Push.HasValue() {
+		errs = errors.Join(errs, c.Push.Get().validate())
 	}
 	for _, group := range c.pollerGroups() {
 		for i := range group.list {
 			errs = errors.Join(errs, group.list[i].validate(group.name+"["+strconv.Itoa(i)+"]", group.kind, c.StaleAfter))
 		}
+	}
+	return errs
+}
+
+func (p *HealthPushConfig) validate() error {
+	var errs error
+	if !strings.HasPrefix(p.Path, "/") {
+		errs = errors.Join(errs, fmt.Errorf("push.path must start with \"/\", got %q", p.Path))
+	}
+	if p.StaleAfter <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("push.stale_after must be positive, got %v", p.StaleAfter))
+	} else if p.Expiry <= p.StaleAfter {
+		errs = errors.Join(errs, fmt.Errorf("push.expiry (%v) must be longer than push.stale_after (%v)", p.Expiry, p.StaleAfter))
+	}
+	if p.MaxTargets < 1 {
+		errs = errors.Join(errs, fmt.Errorf("push.max_targets must be at least 1, got %d", p.MaxTargets))
 	}
 	return errs
 }

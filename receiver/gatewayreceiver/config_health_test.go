@@ -26,6 +26,9 @@ func TestHealthConfig(t *testing.T) {
 				h.Shard.Count != 1 || !h.Push.HasValue() || h.Push.Get().Path != defaultHealthPushPath {
 				t.Errorf("defaults: %+v", h)
 			}
+			if p := h.Push.Get(); p.StaleAfter != 5*time.Minute || p.Expiry != time.Hour || p.MaxTargets != 100_000 {
+				t.Errorf("push defaults: %+v", *p)
+			}
 			p := h.Kong[0]
 			if p.interval() != defaultPollInterval || p.timeout() != defaultPollTimeout || p.maxConcurrency(pollKong) != 16 || p.pageSize() != 1000 {
 				t.Errorf("poller defaults: interval %v timeout %v max_concurrency %d page_size %d", p.interval(), p.timeout(), p.maxConcurrency(pollKong), p.pageSize())
@@ -36,6 +39,9 @@ func TestHealthConfig(t *testing.T) {
 			if h.Profile != ProfileKong || c.healthProfile() != ProfileKong || h.ReportInterval != 15*time.Second || h.StaleAfter != 45*time.Second ||
 				h.Shard.Index != 1 || h.Shard.Count != 3 || h.Push.Get().Path != "/health/events" {
 				t.Errorf("health: %+v", h)
+			}
+			if p := h.Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 {
+				t.Errorf("push: %+v", *p)
 			}
 			k := h.Kong[0]
 			if k.Endpoint != "https://kong-0.internal:8444" || k.Instance != "kong-0" || string(k.AdminToken) != "s3cret" ||
@@ -57,6 +63,9 @@ func TestHealthConfig(t *testing.T) {
 			"stale_after (30s) must be longer than kong[0].interval (30s)\n" +
 			"envoy[0].endpoint must not be empty\n" +
 			"envoy[0]: admin_token and page_size apply to kong pollers only"},
+		{file: "health_bad_push.yaml", wantError: "health: push.stale_after must be positive, got -1s\n" +
+			"push.max_targets must be at least 1, got -5"},
+		{file: "health_bad_push_expiry.yaml", wantError: "health: push.expiry (10m0s) must be longer than push.stale_after (10m0s)"},
 		{file: "health_push_without_http.yaml", wantError: "health.push needs protocols.http, which is disabled; set health.push.enabled: false"},
 	}
 	for _, c := range cases {

@@ -24,8 +24,12 @@ type healthEntry struct {
 
 	state gateway.HealthState
 	// owner is the poller that reported the row last; nil for a pushed row,
-	// which no sweep removes and no staleness check marks unknown.
+	// which no sweep removes: push.stale_after and push.expiry bound its
+	// life instead (expirePushed).
 	owner *poller
+	// pushed marks a row only pushes keep, counted in healthTable.pushed
+	// against push.max_targets; a poll that reports the row takes it over.
+	pushed bool
 	// seen is the owner's poll generation that last listed the row (or
 	// kept it, when its upstream could not be fetched); confirmed is when a
 	// poll last actually reported its state.
@@ -34,6 +38,10 @@ type healthEntry struct {
 	// updated is the time of the newest pushed event applied to the row, so
 	// a late event cannot overwrite a newer state.
 	updated time.Time
+	// pushedAt is when the newest event applied to the row was received
+	// (the receiver's clock, not the event's timestamp, so a pusher's clock
+	// skew cannot shorten or stretch a row's life).
+	pushedAt time.Time
 
 	idx     int // position in up.entries
 	dirty   bool
@@ -88,6 +96,8 @@ type healthTable struct {
 	dirtyUpstreams []*healthUpstream
 	// counts is the number of rows by state, for the receiver's telemetry.
 	counts [gateway.NumHealthStates]int64
+	// pushed is the number of rows only pushes keep (entry.pushed).
+	pushed int
 }
 
 func newHealthTable() *healthTable {
@@ -166,6 +176,10 @@ func (t *healthTable) removeLocked(e *healthEntry) {
 	u.entries[len(u.entries)-1] = nil
 	u.entries = u.entries[:len(u.entries)-1]
 	delete(t.entries, e.key)
+	if e.pushed {
+		e.pushed = false
+		t.pushed--
+	}
 	u.counts[e.state]--
 	t.counts[e.state]--
 	e.removed = true
@@ -192,6 +206,10 @@ func (t *healthTable) applyPoll(p *poller, gen uint64, now time.Time, obs []gate
 	for i := range obs {
 		e := t.setLocked(p.instance, p.gkind, &obs[i])
 		e.owner, e.seen, e.confirmed = p, gen, now
+		if e.pushed { // a poller now reports it: the poller's from here on
+			e.pushed = false
+			t.pushed--
+		}
 	}
 	return len(t.dirtyEntries) != before
 }
@@ -249,9 +267,24 @@ func (t *healthTable) expireStale(now time.Time, staleAfter time.Duration) bool 
 	return len(t.dirtyEntries) != before
 }
 
-// applyEvent records one pushed event. An event older than the newest one
-// applied to its row is ignored (ok false): events may arrive out of order.
-func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time) bool {
+// pushOutcome is what became of one pushed event.
+type pushOutcome uint8
+
+const (
+	pushApplied    pushOutcome = iota
+	pushOutOfOrder             // older than the newest event applied to its row
+	pushOverLimit              // a new row, and push.max_targets rows exist
+)
+
+// applyEvent records one pushed event received at now:
+//   - pushOutOfOrder: the event is older than the newest one applied to its
+//     row (events may arrive out of order); nothing changes;
+//   - pushOverLimit: the event is about a row that does not exist and
+//     maxPushed pushed rows do; nothing changes;
+//   - pushApplied: the row is created or updated; a new row is a pushed row
+//     (counted against maxPushed), an existing polled row stays its
+//     poller's and counts as confirmed.
+func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int) pushOutcome {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	at := ev.Time
@@ -259,16 +292,55 @@ func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time) bool {
 		at = now
 	}
 	k := healthKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
-	if e := t.entries[k]; e != nil && at.Before(e.updated) {
-		return false
+	existing := t.entries[k]
+	switch {
+	case existing != nil && at.Before(existing.updated):
+		return pushOutOfOrder
+	case existing == nil && t.pushed >= maxPushed:
+		return pushOverLimit
 	}
 	e := t.setLocked(ev.Gateway, ev.HealthKind, &ev.TargetHealth)
-	e.updated = at
-	if e.owner != nil {
+	e.updated, e.pushedAt = at, now
+	switch {
+	case existing == nil:
+		e.pushed = true
+		t.pushed++
+	case e.owner != nil:
 		// A push about a polled row counts as a confirmation too.
 		e.confirmed = now
 	}
-	return true
+	return pushApplied
+}
+
+// expirePushed bounds the life of pushed rows: one not refreshed by an
+// event since now - staleAfter becomes unknown, one not refreshed since
+// now - expiry is removed (its series withdrawn). It reports whether a row
+// changed.
+func (t *healthTable) expirePushed(now time.Time, staleAfter, expiry time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pushed == 0 {
+		return false
+	}
+	before := len(t.dirtyEntries)
+	staleCutoff, expiryCutoff := now.Add(-staleAfter), now.Add(-expiry)
+	for gi := len(t.gwList) - 1; gi >= 0; gi-- {
+		g := t.gwList[gi]
+		for ui := len(g.upstreams) - 1; ui >= 0; ui-- {
+			u := g.upstreams[ui]
+			for ei := len(u.entries) - 1; ei >= 0; ei-- {
+				e := u.entries[ei]
+				switch {
+				case !e.pushed:
+				case e.pushedAt.Before(expiryCutoff):
+					t.removeLocked(e)
+				case e.state != gateway.HealthUnknown && e.pushedAt.Before(staleCutoff):
+					t.setStateLocked(e, gateway.HealthUnknown)
+				}
+			}
+		}
+	}
+	return len(t.dirtyEntries) != before
 }
 
 // rowState is a row and its state, copied under the lock for the emitter.

@@ -160,6 +160,10 @@ func (h *healthReceiver) emitLoop() {
 			h.em.emit(ctx, false)
 		case now := <-t.C:
 			h.table.expireStale(now, h.cfg.StaleAfter)
+			if h.cfg.Push.HasValue() {
+				push := h.cfg.Push.Get()
+				h.table.expirePushed(now, push.StaleAfter, push.Expiry)
+			}
 			h.em.emit(ctx, true)
 		}
 	}

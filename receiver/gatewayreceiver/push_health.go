@@ -19,6 +19,7 @@ var (
 	eventsAccepted   = attribute.NewSet(attribute.String("outcome", "accepted"))
 	eventsRejected   = attribute.NewSet(attribute.String("outcome", "rejected"))
 	eventsOutOfOrder = attribute.NewSet(attribute.String("outcome", "out_of_order"))
+	eventsOverLimit  = attribute.NewSet(attribute.String("outcome", "over_limit"))
 )
 
 // registerHealthPush mounts the push endpoint on the receiver's HTTP mux
@@ -83,24 +84,39 @@ func (h *healthReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
 	}
 	resp := pushResponse{}
 	now := time.Now()
+	maxPushed := h.cfg.Push.Get().MaxTargets
+	overLimit := 0
+	// Both lists are in request order; merge them so rejected stays sorted
+	// by index.
+	next := 0
 	for i := range events {
-		if h.table.applyEvent(&events[i], now) {
+		switch h.table.applyEvent(&events[i], now, maxPushed) {
+		case pushApplied:
 			resp.Accepted++
-		} else {
+		case pushOutOfOrder:
 			resp.OutOfOrder++
+		case pushOverLimit:
+			overLimit++
+			idx := events[i].Index
+			for ; next < len(rejected) && rejected[next].Index < idx; next++ {
+				resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rejected[next].Index, Error: rejected[next].Msg})
+			}
+			resp.Rejected = append(resp.Rejected, rejectedEvent{Index: idx, Error: "refused: " + strconv.Itoa(maxPushed) +
+				" pushed targets are kept already (health.push.max_targets); an event about a new target is refused until pushed targets expire"})
 		}
+	}
+	for ; next < len(rejected); next++ {
+		resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rejected[next].Index, Error: rejected[next].Msg})
 	}
 	if resp.Accepted > 0 {
 		h.notify()
 	}
-	for _, rj := range rejected {
-		resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rj.Index, Error: rj.Msg})
-	}
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(resp.Accepted), metric.WithAttributeSet(eventsAccepted))
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(resp.OutOfOrder), metric.WithAttributeSet(eventsOutOfOrder))
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(len(rejected)), metric.WithAttributeSet(eventsRejected))
+	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(overLimit), metric.WithAttributeSet(eventsOverLimit))
 	code := http.StatusOK
-	if len(events) == 0 && len(rejected) > 0 {
+	if resp.Accepted == 0 && resp.OutOfOrder == 0 && len(resp.Rejected) > 0 {
 		code = http.StatusBadRequest
 	}
 	writePush(w, code, resp)

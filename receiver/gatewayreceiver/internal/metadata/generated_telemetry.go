@@ -111,7 +111,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayHealthEvents, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_health_events",
-		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order). [Development]"),
+		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
