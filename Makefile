@@ -45,7 +45,7 @@ prometheus:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .
-	@if [ -d bench/promstream ]; then cd bench/promstream && $(GO) test -run TestReport -v -timeout 30m .; fi
+	cd bench/promstream && $(GO) test -run TestReport -v -count 1 -timeout 30m .
 	cd bench/health && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 
 lint:
