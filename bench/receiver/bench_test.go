@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -8,18 +9,7 @@ import (
 	"github.com/otelgateway/otelgateway/internal/gateway"
 )
 
-var workload = sync1(NewWorkload)
-
-func sync1[T any](f func() T) func() T {
-	var v T
-	done := false
-	return func() T {
-		if !done {
-			v, done = f(), true
-		}
-		return v
-	}
-}
+var workload = sync.OnceValue(NewWorkload)
 
 // BenchmarkExport is one export of 512 Kong spans through each contender,
 // after a warm-up round over every body (the cached path). One op is one

@@ -30,6 +30,7 @@ import (
 // Contender keys, the rows of the report.
 const (
 	Unmarshal = "unmarshal" // ptraceotlp.ExportRequest.UnmarshalProto alone, no HTTP
+	Walk      = "protowire" // every span, attribute key and value visited in the protobuf bytes, nothing built, no HTTP
 	Transport = "transport" // loopback POST to a net/http handler that only reads the body
 	OTLPNop   = "otlp-nop"  // otlpreceiver → a nop traces consumer: confighttp + unmarshal floor
 	OursNop   = "ours-nop"  // gateway receiver in a traces pipeline only (nop consumer): its handler's floor
@@ -40,7 +41,7 @@ const (
 )
 
 // Keys lists the contenders in report order.
-var Keys = []string{Unmarshal, Transport, OTLPNop, OursNop, OursOTel, OursKong, Contrib}
+var Keys = []string{Unmarshal, Walk, Transport, OTLPNop, OursNop, OursOTel, OursKong, Contrib}
 
 // Path is one way of taking an export body in.
 type Path interface {
@@ -60,6 +61,8 @@ func Start(key string) (Path, error) {
 	switch key {
 	case Unmarshal:
 		return unmarshalPath{}, nil
+	case Walk:
+		return &walkPath{}, nil
 	case Transport:
 		return startTransport()
 	case OTLPNop:

@@ -79,7 +79,7 @@ func TestReport(t *testing.T) {
 	for range slots {
 		for _, key := range Keys {
 			d := d
-			if key == Unmarshal || key == Transport {
+			if key == Unmarshal || key == Walk || key == Transport {
 				d /= 3 // no state, no flushes: steady from the first round
 			}
 			runtime.GC()
@@ -101,7 +101,7 @@ func TestReport(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d exports × %d spans (%d `kong` SERVER + %d `kong.balancer` CLIENT), %d routes, %.1f KiB per export; GOMAXPROCS=%d; flush every %v\n",
 		Exports, SpansPerExport, RequestsPerExport, RequestsPerExport, Routes, float64(w.Bytes)/float64(len(w.Bodies))/1024, runtime.GOMAXPROCS(0), FlushEach)
-	fmt.Fprintf(&b, "%d interleaved slots of %v per contender (unmarshal, transport: a third). wall: one client goroutine posting back to back over loopback (unmarshal: no HTTP), best and median slot;\n", slots, d)
+	fmt.Fprintf(&b, "%d interleaved slots of %v per contender (unmarshal, protowire, transport: a third). wall: one client goroutine posting back to back over loopback (unmarshal, protowire: no HTTP), best and median slot;\n", slots, d)
 	b.WriteString("CPU: process user+sys (client and server side, flushes, GC), best slot; allocs and bytes: whole process, all slots\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\trounds\twall ns/span\tmedian\tCPU ns/span\tallocs/span\tB/span\twall × unmarshal\tCPU × unmarshal\tcontrib × (wall)\tcounted exactly\t")
