@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otelgateway/otelgateway/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -31,4 +32,45 @@ func BenchmarkIngest(b *testing.B) {
 		r.ingest(ctx, td)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*200), "ns/span")
+}
+
+// BenchmarkAggregate is aggregation alone on the cached path, one op per
+// event: Kong-shaped events (as bench/receiver's workload: 10k routes, 90 %
+// 200s, a balancer target each) whose tuples were all seen before the timer
+// starts, added under one lock as addEvents does. allocs/op is allocations
+// per event (issue 5: 0). bench/receiver's TestReport runs it too.
+// Compare runs with: go test -run '^$' -bench Aggregate -count 6 ./receiver/gatewayreceiver | benchstat -
+func BenchmarkAggregate(b *testing.B) {
+	const routes, events = 10_000, 16_384
+	methods := [...]string{"GET", "POST", "GET", "PUT", "GET", "DELETE", "GET", "PATCH"}
+	statuses := [...]int64{200, 200, 200, 200, 200, 200, 200, 200, 200, 201, 404, 503}
+	evs := make([]gateway.Event, events)
+	for i := range evs {
+		route := i * 7919 % routes // every route, scattered
+		e := &evs[i]
+		e.Reset()
+		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
+		e.Route = "/api/v1/r" + strconv.Itoa(route)
+		e.Method, e.StatusCode, e.Source = methods[route%len(methods)], statuses[i%len(statuses)], gateway.SourceUpstream
+		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
+		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(route%100)+".internal", "10.0.0."+strconv.Itoa(1+route%4), 8080
+	}
+	for _, prof := range []string{profileOTel, profileKong} {
+		b.Run(prof, func(b *testing.B) {
+			a := newAggregator(profileByName(prof), dimensions{}, 0)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			for i := range evs {
+				a.addLocked(&evs[i]) // first sightings: the only allocating pass
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				a.addLocked(&evs[i])
+				if i++; i == len(evs) {
+					i = 0
+				}
+			}
+		})
+	}
 }
