@@ -47,6 +47,7 @@ bench:
 	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .
 	cd bench/promstream && $(GO) test -run TestReport -v -count 1 -timeout 30m .
 	cd bench/health && $(GO) test -run TestReport -v -count 1 -timeout 10m .
+	cd bench/receiver && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*')); \
