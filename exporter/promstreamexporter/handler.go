@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -28,13 +29,14 @@ const (
 	outcomeBadRequest = "bad_request"
 )
 
-// scrapeAttrs holds one attribute set per (format, outcome), built once.
-var scrapeAttrs = func() map[exposition.Format]map[string]attribute.Set {
-	m := make(map[exposition.Format]map[string]attribute.Set)
+// scrapeAttrs holds one measurement option per (format, outcome), built
+// once: making the option per scrape would allocate.
+var scrapeAttrs = func() map[exposition.Format]map[string]metric.MeasurementOption {
+	m := make(map[exposition.Format]map[string]metric.MeasurementOption)
 	for f := exposition.Format(0); f <= exposition.FormatProtoDelim; f++ {
-		m[f] = make(map[string]attribute.Set)
+		m[f] = make(map[string]metric.MeasurementOption)
 		for _, o := range []string{outcomeOK, outcomeAborted, outcomeTimeout, outcomeRejected, outcomeBadRequest} {
-			m[f][o] = attribute.NewSet(attribute.String("format", f.String()), attribute.String("outcome", o))
+			m[f][o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("format", f.String()), attribute.String("outcome", o)))
 		}
 	}
 	return m
@@ -54,7 +56,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		http.Error(w, r.Method+" not allowed on "+metricsPath+", use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	q, err := parseQuery(r.URL.Query())
+	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		e.countScrape(r.Context(), neg.Format, outcomeBadRequest)
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -73,24 +75,26 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	q.Format, q.Escaping = neg.Format, neg.Escaping
-	w.Header().Set("Content-Type", neg.ContentType)
+	// A shared, never-mutated slice: Header().Set would allocate one per
+	// scrape.
+	w.Header()["Content-Type"] = contentTypes(neg.ContentType)
 	if r.Method == http.MethodHead {
 		return
 	}
-	ctx, cancel := scrapeContext(r)
-	defer cancel()
+	ctx := r.Context()
+	q.Deadline = scrapeDeadline(r)
 	start := time.Now()
 	n, err := e.writeScrape(ctx, w, r, &q, slot)
 	e.telemetry.ExporterPromstreamScrapeBytes.Add(r.Context(), n)
 	outcome := outcomeOK
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, series.ErrDeadline):
 		outcome = outcomeTimeout
 	case err != nil:
 		outcome = outcomeAborted
 	}
 	e.telemetry.ExporterPromstreamScrapeSeconds.Record(r.Context(), time.Since(start).Seconds(),
-		metric.WithAttributeSet(scrapeAttrs[neg.Format][outcome]))
+		scrapeAttrs[neg.Format][outcome])
 	e.countScrape(r.Context(), neg.Format, outcome)
 	if err != nil {
 		panic(http.ErrAbortHandler)
@@ -98,7 +102,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 }
 
 func (e *promStreamExporter) countScrape(ctx context.Context, f exposition.Format, outcome string) {
-	e.telemetry.ExporterPromstreamScrapes.Add(ctx, 1, metric.WithAttributeSet(scrapeAttrs[f][outcome]))
+	e.telemetry.ExporterPromstreamScrapes.Add(ctx, 1, scrapeAttrs[f][outcome])
 }
 
 // scrapeSlot is the reusable working memory of one concurrent scrape.
@@ -159,21 +163,41 @@ func acceptedEncoding(header string) string {
 	return ""
 }
 
-// scrapeContext bounds the scrape by X-Prometheus-Scrape-Timeout-Seconds,
-// which Prometheus sends with every scrape: past it, Prometheus has given up
-// and any more work is waste.
-func scrapeContext(r *http.Request) (context.Context, context.CancelFunc) {
+// scrapeDeadline reads X-Prometheus-Scrape-Timeout-Seconds, which
+// Prometheus sends with every scrape: past it, Prometheus has given up and any
+// more work is waste. Zero means none. (A deadline checked between pages,
+// rather than a derived context, costs no allocation.)
+func scrapeDeadline(r *http.Request) time.Time {
 	if v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); v != "" {
 		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
-			return context.WithTimeout(r.Context(), time.Duration(secs*float64(time.Second)))
+			return time.Now().Add(time.Duration(secs * float64(time.Second)))
 		}
 	}
-	return context.WithCancel(r.Context())
+	return time.Time{}
+}
+
+// contentTypes interns the one-element header value of each Content-Type.
+var contentTypeValues sync.Map // string → []string
+
+func contentTypes(ct string) []string {
+	if v, ok := contentTypeValues.Load(ct); ok {
+		return v.([]string)
+	}
+	v := []string{ct}
+	contentTypeValues.Store(ct, v)
+	return v
 }
 
 // parseQuery reads ?shard=I&shards=N and ?name[]=F.
-func parseQuery(v url.Values) (series.Query, error) {
+func parseQuery(raw string) (series.Query, error) {
 	var q series.Query
+	if raw == "" {
+		return q, nil // the usual scrape: no map to build
+	}
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, errors.New("malformed query: " + err.Error())
+	}
 	if names := v["name[]"]; len(names) > 0 {
 		q.Names = make(map[string]struct{}, len(names))
 		for _, n := range names {

@@ -2,9 +2,11 @@ package series
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/otelgateway/otelgateway/internal/exposition"
 )
@@ -26,7 +28,12 @@ type Query struct {
 	// Names, when not nil, keeps only the families with these names (or
 	// whose sample names, such as x_bucket or x_total, are listed).
 	Names map[string]struct{}
+	// Deadline, when not zero, ends the scrape with ErrDeadline once passed.
+	Deadline time.Time
 }
+
+// ErrDeadline is returned by WriteTo when the query's deadline passed.
+var ErrDeadline = errors.New("scrape deadline passed")
 
 // Writer renders the table. It keeps its buffers between scrapes; one Writer
 // serves one scrape at a time.
@@ -72,6 +79,9 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		for _, p := range wr.pages {
 			if err := ctx.Err(); err != nil {
 				return written, err
+			}
+			if !q.Deadline.IsZero() && time.Now().After(q.Deadline) {
+				return written, ErrDeadline
 			}
 			p.mu.Lock()
 			if proto {
