@@ -1,11 +1,5 @@
 package gateway
 
-import (
-	"encoding/json"
-	"errors"
-	"strconv"
-)
-
 // apisixEntry is the part of APISIX's http-logger default log format
 // (log-util.lua get_full_log, gateway-formats.md §2d) that metrics need.
 type apisixEntry struct {
@@ -42,31 +36,17 @@ func (a *apisixEntry) reset() {
 // (batch_max_size = 1), an array (concat_method json) or newline-delimited
 // objects (concat_method new_line). Contract as DecodeKongHTTPLog.
 func DecodeAPISIXHTTPLogger(body []byte, fn func(*Event)) (entries int, entryErrs []EntryError, err error) {
-	var a apisixEntry
-	var e Event
-	return forEachEntry(body, true, func(_ int, raw json.RawMessage) error {
-		a.reset()
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return jsonError(err)
-		}
-		if err := a.event(&e); err != nil {
-			return err
-		}
-		fn(&e)
-		return nil
-	})
+	return decodeLog[apisixEntry](body, true, fn)
 }
 
 func (a *apisixEntry) event(e *Event) error {
 	e.Reset()
 	e.Kind = KindAPISIX
-	if a.Response.Status == nil {
-		return errors.New("response.status is missing")
+	code, err := responseStatus(a.Response.Status)
+	if err != nil {
+		return err
 	}
-	f := float64(*a.Response.Status)
-	if e.StatusCode = validStatus(int64(f)); e.StatusCode == 0 || f != float64(e.StatusCode) {
-		return errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
-	}
+	e.StatusCode = code
 	if a.Request.Method != "" {
 		e.Method = NormalizeMethod(a.Request.Method)
 	}

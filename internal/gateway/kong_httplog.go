@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 )
 
 // kongEntry is the part of Kong's http-log payload (kong.log.serialize(),
@@ -60,32 +59,18 @@ func (k *kongEntry) reset() {
 // entryErrs and skipped; err is set only when the body as a whole is not
 // JSON, in which case nothing was reported.
 func DecodeKongHTTPLog(body []byte, fn func(*Event)) (entries int, entryErrs []EntryError, err error) {
-	var k kongEntry
-	var e Event
-	return forEachEntry(body, false, func(_ int, raw json.RawMessage) error {
-		k.reset()
-		if err := json.Unmarshal(raw, &k); err != nil {
-			return jsonError(err)
-		}
-		if err := k.event(&e); err != nil {
-			return err
-		}
-		fn(&e)
-		return nil
-	})
+	return decodeLog[kongEntry](body, false, fn)
 }
 
 // event maps a decoded entry (§1d, and §1c for the label rules).
 func (k *kongEntry) event(e *Event) error {
 	e.Reset()
 	e.Kind = KindKong
-	if k.Response.Status == nil {
-		return errors.New("response.status is missing")
+	code, err := responseStatus(k.Response.Status)
+	if err != nil {
+		return err
 	}
-	f := float64(*k.Response.Status)
-	if e.StatusCode = validStatus(int64(f)); e.StatusCode == 0 || f != float64(e.StatusCode) {
-		return errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
-	}
+	e.StatusCode = code
 	if k.Request.Method != "" {
 		e.Method = NormalizeMethod(k.Request.Method)
 	}

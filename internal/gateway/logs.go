@@ -116,3 +116,44 @@ func (n Number) ms() float64 {
 }
 
 func unknownNumber() Number { return Unknown }
+
+// logEntry is a decoded access-log entry of one gateway's format.
+type logEntry interface {
+	reset()
+	event(*Event) error
+}
+
+// decodeLog runs fn for every valid entry of body, decoding each into one
+// reused entry of type T (the shared loop of the Kong and APISIX decoders).
+func decodeLog[T any, P interface {
+	*T
+	logEntry
+}](body []byte, ndjson bool, fn func(*Event)) (entries int, entryErrs []EntryError, err error) {
+	var entry T
+	p := P(&entry)
+	var e Event
+	return forEachEntry(body, ndjson, func(_ int, raw json.RawMessage) error {
+		p.reset()
+		if err := json.Unmarshal(raw, p); err != nil {
+			return jsonError(err)
+		}
+		if err := p.event(&e); err != nil {
+			return err
+		}
+		fn(&e)
+		return nil
+	})
+}
+
+// responseStatus checks a log entry's response.status.
+func responseStatus(st *Number) (int64, error) {
+	if st == nil {
+		return 0, errors.New("response.status is missing")
+	}
+	f := float64(*st)
+	code := validStatus(int64(f))
+	if code == 0 || f != float64(code) {
+		return 0, errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return code, nil
+}
