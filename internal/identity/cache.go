@@ -61,11 +61,12 @@ type setLock struct {
 type entry[V comparable] struct {
 	ns, h uint64
 	set   Set
-	// order is the attribute order of the map the entry was added with
-	// (Set.orderOf): sources keep their order, so most hits compare in one
-	// sequential pass instead of searching m for each key.
-	order string
-	v     V
+	// fast lists the attributes in the order of the map the entry was added
+	// with (Set.fastOf): sources keep their order, so most hits compare
+	// strings in one pass instead of decoding the set. Nil when an attribute
+	// is not a scalar.
+	fast []fastAttr
+	v    V
 }
 
 // matches reports whether e is the entry of (ns, attrs).
@@ -73,8 +74,10 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 	if e.h != h || e.ns != ns {
 		return false
 	}
-	if eq, sure := e.set.equalInOrder(e.order, attrs); sure {
-		return eq
+	if e.fast != nil {
+		if eq, sure := equalFast(e.fast, attrs); sure {
+			return eq
+		}
 	}
 	return e.set.Equal(attrs)
 }
@@ -182,7 +185,7 @@ func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
 //   - true: both candidate sets were full and the round-robin victim of the
 //     first, a different key, was evicted.
 func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
-	e := &entry[V]{ns: ns, h: h, set: set, order: set.orderOf(attrs), v: v}
+	e := &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v}
 	a, b := c.pair(ns, h)
 	defer c.lock(a, b)()
 	return c.addLocked(a, b, e)
@@ -249,7 +252,7 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	}
 	set := SetOf(attrs)
 	v = create(set)
-	return v, false, c.addLocked(a, b, &entry[V]{ns: ns, h: h, set: set, order: set.orderOf(attrs), v: v})
+	return v, false, c.addLocked(a, b, &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v})
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports

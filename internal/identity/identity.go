@@ -1,8 +1,10 @@
 // Package identity hashes OpenTelemetry attribute sets into series identities.
 //
-// Hash contract: every function here returns an in-process 64-bit hash. It is
-// stable for the life of the process and across processes of one build, but it
-// is not a wire format: never persist it or compare it across versions.
+// Hash contract: every function here returns an in-process 64-bit hash,
+// stable for the life of the process only (strings hash with the runtime's
+// hash/maphash under a per-process seed, several times faster than xxhash on
+// short attribute keys and values): never persist it, send it, or compare it
+// across processes.
 // Attribute maps hash order-independently (a map is a set of key/value pairs),
 // without sorting and without allocating, so the hot path can hash attributes
 // exactly as they arrive. A hash is never an identity on its own: callers
@@ -14,9 +16,13 @@ package identity // import "github.com/otelgateway/otelgateway/internal/identity
 import (
 	"math"
 
-	"github.com/cespare/xxhash/v2"
+	"hash/maphash"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
+
+// seed is this process's hash/maphash seed.
+var seed = maphash.MakeSeed()
 
 // Seeds that separate value kinds, so Str("1"), Int(1) and Double(1) differ.
 const (
@@ -49,14 +55,14 @@ func Combine(a, b uint64) uint64 {
 
 // OfString hashes one string.
 func OfString(s string) uint64 {
-	return xxhash.Sum64String(s)
+	return maphash.String(seed, s)
 }
 
 // OfValue hashes one attribute value, including its type.
 func OfValue(v pcommon.Value) uint64 {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return Combine(kindStr, xxhash.Sum64String(v.Str()))
+		return Combine(kindStr, maphash.String(seed, v.Str()))
 	case pcommon.ValueTypeBool:
 		if v.Bool() {
 			return Combine(kindBool, 1)
@@ -67,7 +73,7 @@ func OfValue(v pcommon.Value) uint64 {
 	case pcommon.ValueTypeDouble:
 		return Combine(kindDouble, math.Float64bits(v.Double()))
 	case pcommon.ValueTypeBytes:
-		return Combine(kindBytes, xxhash.Sum64(v.Bytes().AsRaw()))
+		return Combine(kindBytes, maphash.Bytes(seed, v.Bytes().AsRaw()))
 	case pcommon.ValueTypeSlice:
 		h := kindSlice
 		s := v.Slice()
@@ -85,10 +91,20 @@ func OfValue(v pcommon.Value) uint64 {
 // OfMap hashes an attribute map independently of the order of its entries:
 // each key/value pair is hashed and mixed on its own, and the pair hashes are
 // added, so no sort and no allocation is needed.
+//
+// Each pair costs two string hashes and one mix: the key's hash is spread by
+// an odd multiplier before the value's is folded in, so swapping a key and a
+// value, or moving a value to another key, changes the pair's hash.
 func OfMap(m pcommon.Map) uint64 {
 	var sum uint64
 	for k, v := range m.All() {
-		sum += mix(Combine(xxhash.Sum64String(k), OfValue(v)))
+		var vh uint64
+		if v.Type() == pcommon.ValueTypeStr {
+			vh = maphash.String(seed, v.Str()) ^ kindStr // the common case, inlined
+		} else {
+			vh = OfValue(v)
+		}
+		sum += mix(maphash.String(seed, k)*0x9e3779b97f4a7c15 ^ vh)
 	}
 	return Combine(uint64(m.Len()), sum)
 }

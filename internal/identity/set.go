@@ -148,54 +148,6 @@ func (s Set) Equal(m pcommon.Map) bool {
 	return d.mapEqual(m) && !d.err
 }
 
-// orderOf records, for each entry of m in m's own order, the offset of the
-// same key's entry in s: 2 bytes per entry, little-endian. It returns "" when
-// m does not equal s or s is too long for 16-bit offsets. Slow path only.
-func (s Set) orderOf(m pcommon.Map) string {
-	if len(s.enc) > 0xffff || !s.Equal(m) {
-		return ""
-	}
-	offs := make(map[string]int, m.Len())
-	d := decoder{s: s.enc}
-	n := d.uvarint()
-	for range n {
-		at := d.i
-		offs[d.str()] = at
-		d.skipValue()
-	}
-	order := make([]byte, 0, 2*m.Len())
-	for k := range m.All() {
-		at := offs[k]
-		order = append(order, byte(at), byte(at>>8))
-	}
-	return string(order)
-}
-
-// equalInOrder is Equal for a map whose entries come in the order recorded
-// by orderOf: one sequential pass, no key search. It reports (equal, sure);
-// when a key is not where the order says (the source reordered its
-// attributes), sure is false and the caller falls back to Equal.
-func (s Set) equalInOrder(order string, m pcommon.Map) (equal, sure bool) {
-	if len(order) != 2*m.Len() {
-		return false, false
-	}
-	d := decoder{s: s.enc}
-	i := 0
-	for k, v := range m.All() {
-		d.i = int(order[i]) | int(order[i+1])<<8
-		i += 2
-		if d.str() != k {
-			return false, false
-		}
-		// Keys of s are distinct and the count matches, so a key found at
-		// its recorded place with another value is a sure inequality.
-		if !d.valueEqual(v) || d.err {
-			return false, true
-		}
-	}
-	return true, true
-}
-
 func (d *decoder) skipValue() {
 	switch d.byte() {
 	case tagStr, tagBytes:
@@ -393,4 +345,92 @@ func (d *decoder) decodeValue(v pcommon.Value) {
 	default:
 		d.err = true
 	}
+}
+
+// fastAttr is one attribute of a Set as substrings of the Set's encoding:
+// its key and its scalar value (a string's bytes, 8 little-endian bytes of an
+// int or double, 1 byte of a bool), so a cache hit compares strings instead
+// of decoding.
+type fastAttr struct {
+	key, val string
+	tag      byte
+}
+
+// fastOf lists the attributes of s in the order m has them (m must equal s),
+// for equalFast. It returns nil when an attribute is not a scalar: such sets
+// are compared with Equal. Slow path only.
+func (s Set) fastOf(m pcommon.Map) []fastAttr {
+	if !s.Equal(m) {
+		return nil
+	}
+	offs := make(map[string]int, m.Len())
+	d := decoder{s: s.enc}
+	n := d.uvarint()
+	for range n {
+		at := d.i
+		offs[d.str()] = at
+		d.skipValue()
+	}
+	fast := make([]fastAttr, 0, m.Len())
+	for k := range m.All() {
+		d.i = offs[k]
+		key := d.str()
+		tag := d.byte()
+		var val string
+		switch tag {
+		case tagStr:
+			val = d.str()
+		case tagInt, tagDouble:
+			val = s.enc[d.i : d.i+8]
+		case tagBool:
+			val = s.enc[d.i : d.i+1]
+		default:
+			return nil
+		}
+		fast = append(fast, fastAttr{key: key, val: val, tag: tag})
+	}
+	return fast
+}
+
+// equalFast is Equal for a map whose entries come in the order fastOf
+// recorded: one pass of string comparisons. It reports (equal, sure); when a
+// key is not where the order says (the source reordered its attributes),
+// sure is false and the caller falls back to Equal.
+func equalFast(fast []fastAttr, m pcommon.Map) (equal, sure bool) {
+	if len(fast) != m.Len() {
+		return false, true // fast lists every attribute of the set
+	}
+	i := 0
+	for k, v := range m.All() {
+		f := &fast[i]
+		i++
+		if f.key != k {
+			return false, false
+		}
+		switch f.tag {
+		case tagStr:
+			if v.Type() != pcommon.ValueTypeStr || v.Str() != f.val {
+				return false, true
+			}
+		case tagInt:
+			if v.Type() != pcommon.ValueTypeInt || uint64(v.Int()) != le64s(f.val) {
+				return false, true
+			}
+		case tagDouble:
+			if v.Type() != pcommon.ValueTypeDouble || math.Float64bits(v.Double()) != le64s(f.val) {
+				return false, true
+			}
+		case tagBool:
+			if v.Type() != pcommon.ValueTypeBool || (f.val[0] == 1) != v.Bool() {
+				return false, true
+			}
+		}
+	}
+	return true, true
+}
+
+func le64s(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }

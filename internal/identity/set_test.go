@@ -104,3 +104,46 @@ func TestSetEqualDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Set.Equal allocated %.1f times per call, want 0", allocs)
 	}
 }
+
+func TestEqualFast(t *testing.T) {
+	m := pcommon.NewMap()
+	m.PutStr("route", "/a")
+	m.PutInt("code", 200)
+	m.PutDouble("ratio", 0.5)
+	m.PutBool("ok", true)
+	s := SetOf(m)
+	fast := s.fastOf(m)
+	if len(fast) != 4 {
+		t.Fatalf("fastOf listed %d attributes, want 4", len(fast))
+	}
+	if eq, sure := equalFast(fast, m); !eq || !sure {
+		t.Fatalf("equalFast(same) = %v, %v; want true, true", eq, sure)
+	}
+	reordered := pcommon.NewMap()
+	reordered.PutInt("code", 200)
+	reordered.PutStr("route", "/a")
+	reordered.PutDouble("ratio", 0.5)
+	reordered.PutBool("ok", true)
+	if _, sure := equalFast(fast, reordered); sure {
+		t.Fatal("another order was judged surely; it must fall back to Equal")
+	}
+	for name, mutate := range map[string]func(pcommon.Map){
+		"string": func(m pcommon.Map) { m.PutStr("route", "/b") },
+		"int":    func(m pcommon.Map) { m.PutInt("code", 201) },
+		"type":   func(m pcommon.Map) { m.PutStr("code", "200") },
+		"double": func(m pcommon.Map) { m.PutDouble("ratio", 0.25) },
+		"bool":   func(m pcommon.Map) { m.PutBool("ok", false) },
+	} {
+		c := pcommon.NewMap()
+		m.CopyTo(c)
+		mutate(c)
+		if eq, sure := equalFast(fast, c); eq || !sure {
+			t.Errorf("%s changed: equalFast = %v, %v; want false, true", name, eq, sure)
+		}
+	}
+	nested := pcommon.NewMap()
+	nested.PutEmptySlice("tags").AppendEmpty().SetStr("x")
+	if f := SetOf(nested).fastOf(nested); f != nil {
+		t.Error("fastOf listed a non-scalar attribute")
+	}
+}
