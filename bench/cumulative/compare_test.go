@@ -352,6 +352,11 @@ func runParallel(t *testing.T, pr peer, w *workload, streams, rounds int, overla
 //	cd bench/cumulative && go test -run TestCompare -v -timeout 30m .
 func TestCompare(t *testing.T) {
 	streams, rounds := *streamsFlag, *roundsFlag
+	// The 4-goroutine runs split the batches evenly: a remainder would leave
+	// streams unfed and the exactness check would (rightly) fail.
+	if streams%(4*batchSize) != 0 || streams <= 0 || rounds <= 0 {
+		t.Fatalf("-streams must be a positive multiple of %d and -rounds positive; got %d and %d", 4*batchSize, streams, rounds)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d streams, batches of %d delta points, %d measured rounds, GOMAXPROCS=%d\n\n", streams, batchSize, rounds, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&b, "%-24s %-12s %11s %11s %13s %13s %16s %16s %6s\n", "workload", "processor", "ns/point", "Mpoints/s", "allocs/point", "bytes/stream", "4g disjoint ns", "4g overlap ns", "exact")
