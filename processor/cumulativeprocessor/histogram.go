@@ -37,7 +37,7 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 		// First point: copy its shape (the only allocation of the stream's
 		// life unless its bounds change).
 		h = &histState{
-			bounds: bounds.AsRaw(),
+			bounds: sharedBounds(s.desc, bounds),
 			counts: make([]uint64, bounds.Len()+1),
 			hasSum: true, hasMin: dp.HasMin(), hasMax: dp.HasMax(),
 			min: dp.Min(), max: dp.Max(),
@@ -100,4 +100,15 @@ func writeHist(s *stream, dp pmetric.HistogramDataPoint) {
 		b.FromRaw(h.bounds)
 	}
 	dp.BucketCounts().FromRaw(h.counts)
+}
+
+// sharedBounds returns the metric's shared bounds slice when bounds equal it,
+// else a copy that becomes the shared one. The slice is never written after.
+func sharedBounds(d *metricDesc, bounds pcommon.Float64Slice) []float64 {
+	if b := d.bounds.Load(); b != nil && sameBounds(*b, bounds) {
+		return *b
+	}
+	b := bounds.AsRaw()
+	d.bounds.Store(&b)
+	return b
 }

@@ -37,6 +37,10 @@ type metricDesc struct {
 	monotonic    bool
 	// description is not identity: the first one seen is emitted.
 	description string
+	// bounds are the explicit histogram bounds the metric's streams last
+	// started with: streams with the same bounds share this read-only slice
+	// instead of a copy each (less memory, hotter cache lines).
+	bounds      atomic.Pointer[[]float64]
 	resSchema   string
 	scopeSchema string
 
