@@ -49,6 +49,10 @@ func (s *series) add(f *family, v float64) {
 // event of that tuple updates, found with one map lookup.
 type bundle struct {
 	series []*series // aligned with profile.families
+	// seen: used in this window. Kept on the bundle, not on each of its
+	// series, so an event writes one line instead of one per family; take
+	// propagates it to the series.
+	seen bool
 }
 
 type familyState struct {
@@ -117,10 +121,10 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 			b = a.newBundle(cloneKey(k))
 		}
 	}
+	b.seen = true
 	for i := range a.prof.families {
 		f := &a.prof.families[i]
 		s := b.series[i]
-		s.seen = true
 		v, ok := valueOf(f.measure, e)
 		if !ok {
 			continue
@@ -185,6 +189,15 @@ func (a *aggregator) take() ([]point, []uint64) {
 		}
 		clear(fs.touched)
 		fs.touched = fs.touched[:0]
+	}
+	// A series stays while a bundle that holds it was used this window.
+	for _, b := range a.bundles {
+		if b.seen {
+			for _, s := range b.series {
+				s.seen = true
+			}
+			b.seen = false
+		}
 	}
 	evicted := false
 	for i := range a.fams {
