@@ -23,7 +23,8 @@ import (
 func profileConfig(profile string) string {
 	return strings.NewReplacer(
 		"    flush_interval: 1s\n", "    flush_interval: 1s\n    profile: "+profile+"\n",
-		"    without_scope_info: true\n", "    without_scope_info: true\n    translation_strategy: UnderscoreEscapingWithoutSuffixes\n",
+		"    without_scope_info: true\n", "    without_scope_info: true\n    translation_strategy: UnderscoreEscapingWithoutSuffixes\n"+
+			"    label_order: as_received\n    keep_empty_labels: true\n    text_bucket_format: shortest\n",
 	).Replace(collectorConfig)
 }
 
@@ -120,17 +121,19 @@ func TestKongProfile(t *testing.T) {
 		}
 	}
 	sort.Strings(got)
+	// Kong's own format (gateway-formats.md §1c): its label order, empty
+	// labels written.
 	want := []string{
-		`kong_bandwidth_bytes{consumer="alice",direction="egress",route="orders",service="example_service",workspace="default"} 19964`,
-		`kong_bandwidth_bytes{consumer="alice",direction="ingress",route="orders",service="example_service",workspace="default"} 278`,
-		`kong_bandwidth_bytes{direction="egress",route="orders",service="example_service",workspace="default"} 50`,
-		`kong_bandwidth_bytes{direction="ingress",route="orders",service="example_service",workspace="default"} 100`,
-		`kong_http_requests_total{code="200",consumer="alice",route="orders",service="example_service",source="service",workspace="default"} 2`,
-		`kong_http_requests_total{code="200",route="/anything",service="httpbin.konghq.com",source="service",workspace="default"} 4`,
-		`kong_http_requests_total{code="503",route="orders",service="example_service",source="service",workspace="default"} 1`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer=""} 50`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer="alice"} 19964`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer=""} 100`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer="alice"} 278`,
+		`kong_http_requests_total{service="example_service",route="orders",code="200",source="service",workspace="default",consumer="alice"} 2`,
+		`kong_http_requests_total{service="example_service",route="orders",code="503",source="service",workspace="default",consumer=""} 1`,
+		`kong_http_requests_total{service="httpbin.konghq.com",route="/anything",code="200",source="service",workspace="default",consumer=""} 4`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("kong lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("kong lines:\n%s\nwant:\n%s\nexposition:\n%.3000s", strings.Join(got, "\n"), strings.Join(want, "\n"), exposition)
 	}
 }
 

@@ -17,6 +17,14 @@ const (
 	metricsPath             = "/metrics"
 )
 
+// Label orders and bucket formats.
+const (
+	labelOrderSorted      = "sorted"
+	labelOrderAsReceived  = "as_received"
+	bucketFormatCanonical = "canonical"
+	bucketFormatShortest  = "shortest"
+)
+
 // Translation strategies, as the contrib prometheus exporter names them.
 const (
 	underscoreEscapingWithSuffixes    = "UnderscoreEscapingWithSuffixes"
@@ -54,6 +62,18 @@ type Config struct {
 	// every series as a label.
 	ResourceToTelemetryConversion ResourceToTelemetryConfig `mapstructure:"resource_to_telemetry_conversion"`
 
+	// LabelOrder is sorted (by name, the default) or as_received (context
+	// labels, then the point's attributes in their order): what a gateway's
+	// own exporter writes, for byte-identical lines.
+	LabelOrder string `mapstructure:"label_order"`
+	// KeepEmptyLabels writes labels with empty values (`consumer=""`)
+	// instead of leaving them out (Prometheus treats both alike).
+	KeepEmptyLabels bool `mapstructure:"keep_empty_labels"`
+	// TextBucketFormat is how le and quantile values are written in the text
+	// formats: canonical ("5.0", the default) or shortest ("5", as
+	// client_golang and Kong write them). OpenMetrics is always canonical.
+	TextBucketFormat string `mapstructure:"text_bucket_format"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -72,6 +92,8 @@ func createDefaultConfig() *Config {
 		MaxSeries:            defaultMaxSeries,
 		MaxConcurrentScrapes: defaultMaxScrapes,
 		TranslationStrategy:  underscoreEscapingWithSuffixes,
+		LabelOrder:           labelOrderSorted,
+		TextBucketFormat:     bucketFormatCanonical,
 	}
 }
 
@@ -95,6 +117,12 @@ func (c *Config) Validate() error {
 	default:
 		errs = errors.Join(errs, fmt.Errorf("translation_strategy %q is not one of %s, %s, %s, %s", c.TranslationStrategy,
 			underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation))
+	}
+	if c.LabelOrder != labelOrderSorted && c.LabelOrder != labelOrderAsReceived {
+		errs = errors.Join(errs, fmt.Errorf("label_order must be %q or %q, got %q", labelOrderSorted, labelOrderAsReceived, c.LabelOrder))
+	}
+	if c.TextBucketFormat != bucketFormatCanonical && c.TextBucketFormat != bucketFormatShortest {
+		errs = errors.Join(errs, fmt.Errorf("text_bucket_format must be %q or %q, got %q", bucketFormatCanonical, bucketFormatShortest, c.TextBucketFormat))
 	}
 	if c.Namespace != "" && !model.IsValidLegacyMetricName(c.Namespace) {
 		errs = errors.Join(errs, fmt.Errorf("namespace %q is not a valid Prometheus metric name prefix", c.Namespace))

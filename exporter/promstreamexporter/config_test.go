@@ -20,6 +20,9 @@ func TestConfig(t *testing.T) {
 	full.TranslationStrategy = noUTF8EscapingWithSuffixes
 	full.WithoutScopeInfo = true
 	full.ResourceToTelemetryConversion.Enabled = true
+	full.LabelOrder = labelOrderAsReceived
+	full.KeepEmptyLabels = true
+	full.TextBucketFormat = bucketFormatShortest
 	cases := []struct {
 		file    string
 		want    *Config
@@ -34,6 +37,8 @@ func TestConfig(t *testing.T) {
 		{file: "negative_max_series.yaml", wantErr: "max_series must not be negative, got -1"},
 		{file: "bad_namespace.yaml", wantErr: `namespace "9lives" is not a valid Prometheus metric name prefix`},
 		{file: "bad_const_label.yaml", wantErr: `const_labels: "bad-name" is not a valid Prometheus label name`},
+		{file: "bad_label_order.yaml", wantErr: `label_order must be "sorted" or "as_received", got "random"`},
+		{file: "bad_bucket_format.yaml", wantErr: `text_bucket_format must be "canonical" or "shortest", got "padded"`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {

@@ -63,9 +63,14 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 	e := &promStreamExporter{
 		cfg:      cfg,
 		settings: set,
-		table:    series.New(cfg.MaxSeries),
-		namer:    newNamer(cfg),
-		slots:    make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
+		table: series.New(series.Options{
+			MaxSeries:       cfg.MaxSeries,
+			KeepEmptyLabels: cfg.KeepEmptyLabels,
+			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
+			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
+		}),
+		namer: newNamer(cfg),
+		slots: make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
 	}
 	for range cfg.MaxConcurrentScrapes {
 		e.slots <- new(scrapeSlot) // buffers are made on first use

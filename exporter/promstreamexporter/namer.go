@@ -146,7 +146,14 @@ func (n *namer) resource(attrs pcommon.Map, now int64) *resourceLabels {
 	r := &resourceLabels{attrs: pcommon.NewMap(), hash: h, lastUsed: now}
 	attrs.CopyTo(r.attrs)
 	job, instance := jobInstance(attrs)
-	r.labels = append(r.labels, exposition.Label{Name: "job", Value: job}, exposition.Label{Name: "instance", Value: instance})
+	// Generated labels are left out when empty (only the point's own
+	// attributes may be kept empty, with keep_empty_labels).
+	if job != "" {
+		r.labels = append(r.labels, exposition.Label{Name: "job", Value: job})
+	}
+	if instance != "" {
+		r.labels = append(r.labels, exposition.Label{Name: "instance", Value: instance})
+	}
 	if n.cfg.ResourceToTelemetryConversion.Enabled {
 		r.labels = n.appendAttrs(r.labels, attrs, "")
 	}
@@ -198,10 +205,15 @@ func (n *namer) context(r *resourceLabels, scope pcommon.InstrumentationScope, s
 				labels = append(labels, exposition.Label{Name: ln, Value: v.AsString()})
 			}
 		}
-		labels = append(labels,
-			exposition.Label{Name: "otel_scope_name", Value: scope.Name()},
-			exposition.Label{Name: "otel_scope_version", Value: scope.Version()},
-			exposition.Label{Name: "otel_scope_schema_url", Value: schemaURL})
+		for _, l := range [...]exposition.Label{
+			{Name: "otel_scope_name", Value: scope.Name()},
+			{Name: "otel_scope_version", Value: scope.Version()},
+			{Name: "otel_scope_schema_url", Value: schemaURL},
+		} {
+			if l.Value != "" {
+				labels = append(labels, l)
+			}
+		}
 	}
 	c.ctx = &series.Context{Labels: labels}
 	n.contexts[h] = append(n.contexts[h], c)
@@ -248,7 +260,36 @@ func (n *namer) appendAttrs(dst []exposition.Label, attrs pcommon.Map, prefix st
 func (n *namer) seriesLabels(dst []exposition.Label, c *labelContext, attrs pcommon.Map) []exposition.Label {
 	dst = append(dst[:0], c.ctx.Labels...)
 	dst = n.appendAttrs(dst, attrs, "")
+	if n.cfg.LabelOrder == labelOrderAsReceived {
+		return mergeInOrder(dst)
+	}
 	return sortLabels(dst)
+}
+
+// mergeInOrder joins the values of labels that share a name into the first
+// of them, keeping the order labels came in (label_order: as_received).
+func mergeInOrder(labels []exposition.Label) []exposition.Label {
+	out := labels[:0]
+	for _, l := range labels {
+		dup := false
+		for i := range out {
+			if out[i].Name == l.Name {
+				dup = true
+				switch {
+				case l.Value == "":
+				case out[i].Value == "":
+					out[i].Value = l.Value
+				default:
+					out[i].Value += ";" + l.Value
+				}
+				break
+			}
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func sortLabels(labels []exposition.Label) []exposition.Label {

@@ -126,9 +126,19 @@ func AppendCanonical(dst []byte, v float64) []byte {
 // escaped under e; with EscapeNone a name outside the legacy grammar is
 // quoted, as text 1.0.0 and OpenMetrics with allow-utf-8 require.
 func AppendLabelPairs(dst []byte, labels []Label, e Escaping) []byte {
+	return appendLabelPairs(dst, labels, e, false)
+}
+
+// AppendAllLabelPairs is AppendLabelPairs keeping empty values (`label=""`),
+// as some gateways' own exporters write them.
+func AppendAllLabelPairs(dst []byte, labels []Label, e Escaping) []byte {
+	return appendLabelPairs(dst, labels, e, true)
+}
+
+func appendLabelPairs(dst []byte, labels []Label, e Escaping, keepEmpty bool) []byte {
 	first := true
 	for _, l := range labels {
-		if l.Value == "" {
+		if l.Value == "" && !keepEmpty {
 			continue
 		}
 		if !first {

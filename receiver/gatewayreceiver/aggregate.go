@@ -303,12 +303,38 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 		}
 		if p.key.overflow {
 			attrs.PutBool("otel.metric.overflow", true)
+			if f.constKey != "" {
+				attrs.PutStr(f.constKey, f.constVal)
+			}
 		} else {
-			f.labels(&p.key, attrs)
-		}
-		if f.constKey != "" {
-			attrs.PutStr(f.constKey, f.constVal)
+			writeLabels(f, &p.key, attrs)
 		}
 	}
 	return md
+}
+
+// writeLabels writes a point's attributes in the gateway's label order, the
+// family's constant attribute at its place among them (pcommon.Map keeps
+// insertion order, and the exporter can keep it: label_order as_received).
+func writeLabels(f *family, k *tupleKey, attrs pcommon.Map) {
+	if f.constKey == "" || f.constAt < 0 {
+		f.labels(k, attrs)
+		if f.constKey != "" {
+			attrs.PutStr(f.constKey, f.constVal)
+		}
+		return
+	}
+	labels := pcommon.NewMap() // once per flushed point, not per event
+	f.labels(k, labels)
+	i := 0
+	for key, v := range labels.All() {
+		if i == f.constAt {
+			attrs.PutStr(f.constKey, f.constVal)
+		}
+		v.CopyTo(attrs.PutEmpty(key))
+		i++
+	}
+	if i <= f.constAt {
+		attrs.PutStr(f.constKey, f.constVal)
+	}
 }

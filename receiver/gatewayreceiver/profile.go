@@ -84,8 +84,11 @@ type family struct {
 	// gateway's label order (the exporter may reorder them; see README).
 	labels func(k *tupleKey, m pcommon.Map)
 	// constKey/constVal is an attribute every point of the family carries
-	// (direction="ingress", type="upstream"); empty for none.
+	// (direction="ingress", type="upstream"); empty for none. It is written
+	// at constAt among the family's labels (the gateway's label order:
+	// APISIX's type comes first, Kong's direction third); -1 appends it.
 	constKey, constVal string
+	constAt            int
 }
 
 // profile is a naming profile: how an event becomes a tuple, and the
@@ -196,19 +199,19 @@ var otelProfile = profile{
 		{name: "gateway.added.duration", unit: "s", desc: "Latency the gateway added (total minus upstream).",
 			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureGatewayMS, project: otelProxy, labels: otelLabels},
 		{name: "gateway.bandwidth", unit: "By", desc: "Bytes received from and sent to clients.",
-			measure: measureRequestBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "receive"},
+			measure: measureRequestBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "receive", constAt: -1},
 		{name: "gateway.bandwidth", unit: "By", desc: "Bytes received from and sent to clients.",
-			measure: measureResponseBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "transmit"},
+			measure: measureResponseBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "transmit", constAt: -1},
 		{name: "gateway.llm.requests", unit: "{request}", desc: "Requests carrying GenAI attributes, by provider and model.",
 			measure: measureLLMCount, project: otelLLM, labels: otelLLMLabels},
 		{name: "gateway.llm.duration", unit: "s", desc: "Upstream (provider) latency of GenAI requests.",
 			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureLLMUpstreamMS, project: otelLLM, labels: otelLLMLabels},
 		{name: "gen_ai.client.token.usage", unit: "{token}", desc: "Tokens used by GenAI requests.",
 			hist: true, bounds: genAITokenBounds, scale: 1, measure: measureInputTokens, project: otelLLM, labels: otelLLMLabels,
-			constKey: "gen_ai.token.type", constVal: "input"},
+			constKey: "gen_ai.token.type", constVal: "input", constAt: -1},
 		{name: "gen_ai.client.token.usage", unit: "{token}", desc: "Tokens used by GenAI requests.",
 			hist: true, bounds: genAITokenBounds, scale: 1, measure: measureOutputTokens, project: otelLLM, labels: otelLLMLabels,
-			constKey: "gen_ai.token.type", constVal: "output"},
+			constKey: "gen_ai.token.type", constVal: "output", constAt: -1},
 	},
 }
 
@@ -298,15 +301,15 @@ var kongProfile = profile{
 		{name: "kong_request_latency_ms", desc: "Total latency incurred during requests for each service/route in Kong",
 			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureTotalMS, project: kongLatency, labels: kongLatencyLabels},
 		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
-			measure: measureRequestBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress"},
+			measure: measureRequestBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress", constAt: 2},
 		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
-			measure: measureResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress"},
+			measure: measureResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
 		{name: "kong_ai_llm_requests_total", desc: "AI requests total per ai_provider in Kong",
 			measure: measureLLMCount, project: kongAI, labels: kongAILabels},
 		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
-			measure: measureInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens"},
+			measure: measureInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: -1},
 		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
-			measure: measureOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens"},
+			measure: measureOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: -1},
 		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
 			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureLLMUpstreamMS, project: kongAI, labels: kongAILabels},
 	},

@@ -79,7 +79,7 @@ func TestPackedEqualDoesNotAllocate(t *testing.T) {
 // attribute order still updates the same series (through its rendered
 // labels), and the new order is then a direct hit.
 func TestReorderedAttributesFindTheirSeries(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
 	labels := labelList{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}
 	one := Key{Context: kong, Attrs: pcommon.NewMap()}
@@ -105,7 +105,7 @@ func BenchmarkMemoryPerCounterSeries(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		tbl := New(0)
+		tbl := New(Options{})
 		f, _ := tbl.Family("kong_http_requests_total", "HTTP status codes per consumer/service/route in Kong", exposition.TypeCounter)
 		ctx := &Context{}
 		labelBytes := 0

@@ -84,8 +84,8 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 // protoLabels returns the series' labels as encoded LabelPair fields, built
 // on the first protobuf scrape from the text rendering and kept (the caller
 // holds the page lock).
-func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte) []byte {
-	text := s.labelsFor(e, scratch)
+func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) []byte {
+	text := s.labelsFor(e, scratch, keepEmpty)
 	if s.utf8() == "" || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
 		if s.extra == nil {
 			s.extra = new(seriesExtra)
@@ -167,7 +167,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 		if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
 			continue
 		}
-		labels := s.protoLabels(q.Escaping, &wr.scratch)
+		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
 			return appendProtoValue(b, f.typ, s)

@@ -135,7 +135,7 @@ func (f *Family) appendHeader(dst []byte, q *Query) []byte {
 // appendSeries writes every line of one series; the caller holds its page
 // lock.
 func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
-	labels := s.labelsFor(q.Escaping, &wr.scratch)
+	labels := s.labelsFor(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 	names := &f.names[q.Escaping]
 	switch f.typ {
 	case exposition.TypeHistogram:
@@ -143,7 +143,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		if d == nil {
 			return dst
 		}
-		les := d.boundTexts()
+		les := boundsFor(d, f, q)
 		for i, c := range d.Counts {
 			dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", les[i])
 			dst = appendUint(dst, c)
@@ -156,7 +156,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		if d == nil {
 			return dst
 		}
-		qs := d.boundTexts()
+		qs := boundsFor(d, f, q)
 		for i, v := range d.Values {
 			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
 			dst = exposition.AppendSample(dst, v)
@@ -187,7 +187,7 @@ func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist) []by
 // strategy) have one rendering for every scheme; others render the dots and
 // values schemes at scrape time (allocating: a rare path, only for UTF-8
 // names under the NoUTF8Escaping strategies and a dots or values scraper).
-func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) string {
+func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
 	if s.extra == nil || s.extra.utf8 == "" {
 		return s.labels
 	}
@@ -197,7 +197,7 @@ func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte) string {
 	case exposition.EscapeUnderscores:
 		return s.labels
 	default:
-		*scratch = exposition.AppendLabelPairs((*scratch)[:0], s.extra.list, e)
+		*scratch = appendPairs((*scratch)[:0], s.extra.list, e, keepEmpty)
 		return string(*scratch)
 	}
 }
@@ -236,4 +236,13 @@ func appendUint(dst []byte, v uint64) []byte {
 	dst = append(dst, ' ')
 	dst = strconv.AppendUint(dst, v, 10)
 	return append(dst, '\n')
+}
+
+// boundsFor picks the le/quantile texts: canonical, or the shortest form in
+// the text formats when the table asks for it.
+func boundsFor(d *Dist, f *Family, q *Query) [][]byte {
+	if f.table.opts.ShortestBounds && !q.Format.OpenMetrics() {
+		return d.shortTexts()
+	}
+	return d.boundTexts()
 }

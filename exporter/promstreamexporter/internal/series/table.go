@@ -25,6 +25,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -92,6 +93,23 @@ type Dist struct {
 
 	rendered []float64 // the Bounds whose canonical text is in les
 	les      [][]byte  // canonical text of each bound
+	// shortest texts of the bounds ("5", not "5.0"), for
+	// Options.ShortestBounds; built on first use.
+	shortFor []float64
+	short    [][]byte
+}
+
+// shortTexts is boundTexts in the shortest form, as client_golang and the
+// gateways' exporters write le and quantile in the text format.
+func (d *Dist) shortTexts() [][]byte {
+	if len(d.shortFor) != len(d.Bounds) || (len(d.Bounds) > 0 && &d.shortFor[0] != &d.Bounds[0]) {
+		d.short = d.short[:0]
+		for _, b := range d.Bounds {
+			d.short = append(d.short, exposition.AppendFloat(nil, b))
+		}
+		d.shortFor = d.Bounds
+	}
+	return d.short
 }
 
 // boundTexts returns the canonical text of every bound, re-rendering only
@@ -134,6 +152,10 @@ type seriesExtra struct {
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
 	proto, protoUTF8 []byte
+	// canonical is the sorted rendering that identifies a series whose
+	// labels are written in their source's order (Options.Unsorted), when it
+	// differs from the written one.
+	canonical string
 }
 
 func (s *Series) utf8() string {
@@ -193,12 +215,30 @@ type Table struct {
 	claimed map[string]*Family
 	count   atomic.Int64
 	max     int64
+	opts    Options
 }
 
-// New returns an empty table that holds at most maxSeries series (0: no
-// limit).
-func New(maxSeries int64) *Table {
-	return &Table{byName: make(map[string]*Family), claimed: make(map[string]*Family), max: maxSeries}
+// Options shape a table's rendering; the zero value is the default.
+type Options struct {
+	// MaxSeries bounds the series held (0: no limit).
+	MaxSeries int64
+	// KeepEmptyLabels writes labels whose value is empty (`consumer=""`)
+	// instead of leaving them out.
+	KeepEmptyLabels bool
+	// Unsorted says label lists come in their sources' order rather than
+	// sorted by name: the table then compares series by their labels in
+	// sorted order, so one label set is one series whatever its order.
+	Unsorted bool
+	// ShortestBounds writes le and quantile in the text formats the way
+	// client_golang and the gateways' own exporters do ("5", "0.25"),
+	// instead of OpenMetrics' canonical "5.0". OpenMetrics always gets the
+	// canonical form.
+	ShortestBounds bool
+}
+
+// New returns an empty table.
+func New(o Options) *Table {
+	return &Table{byName: make(map[string]*Family), claimed: make(map[string]*Family), max: o.MaxSeries, opts: o}
 }
 
 // Len returns the number of series in the table.
@@ -390,15 +430,29 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	list := labels.Labels()
 	// Render into the family's scratch and keep exact-size copies: a series
 	// keeps its labels for life, so append's slack would be paid forever.
-	f.scratch = exposition.AppendLabelPairs(f.scratch[:0], list, exposition.EscapeUnderscores)
+	o := &f.table.opts
+	f.scratch = appendPairs(f.scratch[:0], list, exposition.EscapeUnderscores, o.KeepEmptyLabels)
 	rendered := f.scratch
 	var utf8 []byte
 	if !allLegacy(list) {
-		utf8 = exposition.AppendLabelPairs(nil, list, exposition.EscapeNone)
+		utf8 = appendPairs(nil, list, exposition.EscapeNone, o.KeepEmptyLabels)
 	}
 	dedupe := rendered
 	if utf8 != nil {
 		dedupe = utf8
+	}
+	var canonical []byte
+	if o.Unsorted {
+		// Compare series by their sorted labels: two orders of one set
+		// must not become two series of one exposition.
+		sorted := slices.Clone(list)
+		slices.SortStableFunc(sorted, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
+		canonical = appendPairs(nil, sorted, exposition.EscapeNone, o.KeepEmptyLabels)
+		if string(canonical) != string(dedupe) {
+			dedupe = canonical
+		} else {
+			canonical = nil
+		}
 	}
 	lh := xxhash.Sum64(dedupe)
 	s := f.sameLabels(lh, dedupe)
@@ -407,8 +461,11 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 			return nil, ErrLimit
 		}
 		s = &Series{labels: string(rendered)}
-		if utf8 != nil {
-			s.extra = &seriesExtra{utf8: string(utf8), list: slices.Clone(list)}
+		if utf8 != nil || canonical != nil {
+			s.extra = &seriesExtra{canonical: string(canonical)}
+			if utf8 != nil {
+				s.extra.utf8, s.extra.list = string(utf8), slices.Clone(list)
+			}
 		}
 		if f.byLabels[lh] == nil {
 			f.byLabels[lh] = s
@@ -452,10 +509,20 @@ func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
 // ownLabels is the rendering that identifies the series: the UTF-8 one when
 // it has one.
 func (s *Series) ownLabels() string {
+	if s.extra != nil && s.extra.canonical != "" {
+		return s.extra.canonical
+	}
 	if u := s.utf8(); u != "" {
 		return u
 	}
 	return s.labels
+}
+
+func appendPairs(dst []byte, list []exposition.Label, e exposition.Escaping, keepEmpty bool) []byte {
+	if keepEmpty {
+		return exposition.AppendAllLabelPairs(dst, list, e)
+	}
+	return exposition.AppendLabelPairs(dst, list, e)
 }
 
 func allLegacy(list []exposition.Label) bool {

@@ -55,7 +55,7 @@ func renderQuery(t *testing.T, tbl *Table, q *Query) string {
 }
 
 func TestRenderKeepsFamilyAndInsertionOrder(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	reqs, _ := tbl.Family("requests_total", "Requests.", exposition.TypeCounter)
 	temp, _ := tbl.Family("temperature", "", exposition.TypeGauge)
 	set(t, reqs, 2, "/b", 1, 1)
@@ -80,7 +80,7 @@ temperature{job="kong",route="/x"} 21.5
 }
 
 func TestTypeConflictIsRefused(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	if _, err := tbl.Family("x", "", exposition.TypeCounter); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestTypeConflictIsRefused(t *testing.T) {
 }
 
 func TestCollidingHashesStayDistinct(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
 	set(t, f, 7, "/a", 1, 1)
 	if !set(t, f, 7, "/b", 2, 1) {
@@ -104,7 +104,7 @@ func TestCollidingHashesStayDistinct(t *testing.T) {
 }
 
 func TestManyPagesAndExpiry(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
 	const n = 3*PageSize + 10
 	for i := range n {
@@ -137,7 +137,7 @@ func TestManyPagesAndExpiry(t *testing.T) {
 }
 
 func TestEmptyFamiliesAreNotWritten(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("gone", "", exposition.TypeGauge)
 	set(t, f, 1, "/a", 1, 1)
 	tbl.Expire(2)
@@ -157,7 +157,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestWriteErrorStopsTheScrape(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
 	for i := range 160 * PageSize { // several flushes
 		set(t, f, uint64(i), strconv.Itoa(i)+"-a-long-route-to-fill-the-buffer-faster/and/more/and/more", 1, 1)
@@ -171,7 +171,7 @@ func TestWriteErrorStopsTheScrape(t *testing.T) {
 // TestConcurrentScrapesAndWrites is for the race detector: scrapes, updates,
 // inserts and expiry all at once.
 func TestConcurrentScrapesAndWrites(t *testing.T) {
-	tbl := New(0)
+	tbl := New(Options{})
 	f, _ := tbl.Family("m", "", exposition.TypeGauge)
 	var wg sync.WaitGroup
 	for w := range 2 {
@@ -207,7 +207,7 @@ func TestConcurrentScrapesAndWrites(t *testing.T) {
 func BenchmarkWriteTo(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			tbl := New(0)
+			tbl := New(Options{})
 			f, _ := tbl.Family("kong_upstream_target_health", "Health status of targets of upstream.", exposition.TypeGauge)
 			for i := range n {
 				key := Key{Context: kong, Attrs: pcommon.NewMap()}
