@@ -124,11 +124,11 @@ func (c *Config) Validate() error {
 	if c.TextBucketFormat != bucketFormatCanonical && c.TextBucketFormat != bucketFormatShortest {
 		errs = errors.Join(errs, fmt.Errorf("text_bucket_format must be %q or %q, got %q", bucketFormatCanonical, bucketFormatShortest, c.TextBucketFormat))
 	}
-	if c.Namespace != "" && !model.IsValidLegacyMetricName(c.Namespace) {
+	if c.Namespace != "" && !model.LegacyValidation.IsValidMetricName(c.Namespace) {
 		errs = errors.Join(errs, fmt.Errorf("namespace %q is not a valid Prometheus metric name prefix", c.Namespace))
 	}
 	for name := range c.ConstLabels {
-		if !model.LabelName(name).IsValidLegacy() || len(name) >= 2 && name[:2] == "__" {
+		if !model.LegacyValidation.IsValidLabelName(name) || len(name) >= 2 && name[:2] == "__" {
 			errs = errors.Join(errs, fmt.Errorf("const_labels: %q is not a valid Prometheus label name", name))
 		}
 	}

@@ -171,19 +171,19 @@ func escapingOf(s model.EscapingScheme) Escaping {
 // EscapeName writes a metric or label name under scheme e. Legacy-valid
 // names come back unchanged (and unallocated) under every scheme.
 func EscapeName(name string, e Escaping) string {
-	if model.IsValidLegacyMetricName(name) {
+	if model.LegacyValidation.IsValidMetricName(name) {
 		return name
 	}
 	return model.EscapeName(name, e.model())
 }
 
 // IsLegacyName reports whether name needs no escaping under any scheme.
-func IsLegacyName(name string) bool { return model.IsValidLegacyMetricName(name) }
+func IsLegacyName(name string) bool { return model.LegacyValidation.IsValidMetricName(name) }
 
 // EscapeLabelName is EscapeName for label names, which unlike metric names
 // may not contain ':'.
 func EscapeLabelName(name string, e Escaping) string {
-	if model.LabelName(name).IsValidLegacy() {
+	if model.LegacyValidation.IsValidLabelName(name) {
 		return name
 	}
 	s := model.EscapeName(name, e.model())

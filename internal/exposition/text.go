@@ -156,7 +156,7 @@ func appendLabelPairs(dst []byte, labels []Label, e Escaping, keepEmpty bool) []
 // AppendLabelName appends a label name escaped under e, quoted when e is
 // EscapeNone and the name is outside the legacy grammar.
 func AppendLabelName(dst []byte, name string, e Escaping) []byte {
-	if e == EscapeNone && !model.LabelName(name).IsValidLegacy() {
+	if e == EscapeNone && !model.LegacyValidation.IsValidLabelName(name) {
 		dst = append(dst, '"')
 		dst = appendEscaped(dst, name, true)
 		return append(dst, '"')
