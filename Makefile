@@ -3,7 +3,7 @@
 #   make run    build the distribution (if needed) and start it on testdata/config.yaml
 #   make test   unit tests with -race, then the end-to-end test against a real Prometheus
 #   make bench  benchmarks (figures for issue notes)
-#   make lint   gofmt and go vet
+#   make lint   gofmt, go vet and staticcheck
 
 GO          ?= go
 OCB_VERSION := v0.165.0
