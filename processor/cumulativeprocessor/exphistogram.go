@@ -10,10 +10,8 @@ import (
 // for both ranges, a zero bucket of width zeroThreshold, and the positive
 // and negative ranges as offset + dense counts.
 type expState struct {
+	moments
 	count, zeroCount uint64
-	sum, min, max    float64
-	hasSum           bool
-	hasMin, hasMax   bool
 	scale            int32
 	zeroThreshold    float64
 	pos, neg         expBuckets
@@ -42,7 +40,7 @@ func foldExp(p *cumulativeProcessor, s *stream, dp pmetric.ExponentialHistogramD
 	if e == nil {
 		e = &expState{
 			scale: dp.Scale(), zeroThreshold: dp.ZeroThreshold(),
-			hasSum: true, hasMin: dp.HasMin(), hasMax: dp.HasMax(), min: dp.Min(), max: dp.Max(),
+			moments: startMoments(dp),
 		}
 		s.exp = e
 	}
@@ -76,15 +74,7 @@ func foldExp(p *cumulativeProcessor, s *stream, dp pmetric.ExponentialHistogramD
 	e.zeroCount += addBuckets(&e.pos, pos, shift, widen, zi)
 	e.zeroCount += addBuckets(&e.neg, neg, shift, widen, zi)
 	e.count += dp.Count()
-	if e.hasSum = e.hasSum && dp.HasSum(); e.hasSum {
-		e.sum += dp.Sum()
-	}
-	if e.hasMin = e.hasMin && dp.HasMin(); e.hasMin {
-		e.min = min(e.min, dp.Min())
-	}
-	if e.hasMax = e.hasMax && dp.HasMax(); e.hasMax {
-		e.max = max(e.max, dp.Max())
-	}
+	foldMoments(&e.moments, dp)
 	return accepted
 }
 
@@ -201,21 +191,7 @@ func bucketUpper(i, scale int32) float64 {
 func writeExp(s *stream, dp pmetric.ExponentialHistogramDataPoint) {
 	e := s.exp
 	dp.SetCount(e.count)
-	if e.hasSum {
-		dp.SetSum(e.sum)
-	} else {
-		dp.RemoveSum()
-	}
-	if e.hasMin {
-		dp.SetMin(e.min)
-	} else {
-		dp.RemoveMin()
-	}
-	if e.hasMax {
-		dp.SetMax(e.max)
-	} else {
-		dp.RemoveMax()
-	}
+	writeMoments(&e.moments, dp)
 	dp.SetScale(e.scale)
 	dp.SetZeroThreshold(e.zeroThreshold)
 	dp.SetZeroCount(e.zeroCount)

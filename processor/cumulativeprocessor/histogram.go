@@ -7,12 +7,10 @@ import (
 
 // histState is the cumulative state of an explicit-bucket histogram.
 type histState struct {
-	count          uint64
-	sum, min, max  float64
-	hasSum         bool
-	hasMin, hasMax bool
-	bounds         []float64
-	counts         []uint64
+	moments
+	count  uint64
+	bounds []float64
+	counts []uint64
 }
 
 // histKind folds delta explicit-bucket histograms.
@@ -37,25 +35,14 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 		// First point: copy its shape (the only allocation of the stream's
 		// life unless its bounds change).
 		h = &histState{
-			bounds: sharedBounds(s.desc, bounds),
-			counts: make([]uint64, bounds.Len()+1),
-			hasSum: true, hasMin: dp.HasMin(), hasMax: dp.HasMax(),
-			min: dp.Min(), max: dp.Max(),
+			bounds:  sharedBounds(s.desc, bounds),
+			counts:  make([]uint64, bounds.Len()+1),
+			moments: startMoments(dp),
 		}
 		s.hist = h
 	}
 	h.count += dp.Count()
-	if h.hasSum = h.hasSum && dp.HasSum(); h.hasSum {
-		h.sum += dp.Sum()
-	}
-	// Min and max of the whole window: known only while every delta had
-	// them.
-	if h.hasMin = h.hasMin && dp.HasMin(); h.hasMin {
-		h.min = min(h.min, dp.Min())
-	}
-	if h.hasMax = h.hasMax && dp.HasMax(); h.hasMax {
-		h.max = max(h.max, dp.Max())
-	}
+	foldMoments(&h.moments, dp)
 	for i := 0; i < counts.Len(); i++ {
 		h.counts[i] += counts.At(i)
 	}
@@ -77,21 +64,7 @@ func sameBounds(have []float64, bounds pcommon.Float64Slice) bool {
 func writeHist(s *stream, dp pmetric.HistogramDataPoint) {
 	h := s.hist
 	dp.SetCount(h.count)
-	if h.hasSum {
-		dp.SetSum(h.sum)
-	} else {
-		dp.RemoveSum()
-	}
-	if h.hasMin {
-		dp.SetMin(h.min)
-	} else {
-		dp.RemoveMin()
-	}
-	if h.hasMax {
-		dp.SetMax(h.max)
-	} else {
-		dp.RemoveMax()
-	}
+	writeMoments(&h.moments, dp)
 	// FromRaw copies into the point's own storage, reusing it when the
 	// length matches. The bounds of a point folded into its own stream are
 	// the stream's (foldHist checked); only an overflow stream, fed by many

@@ -103,3 +103,34 @@ func TestHistogramMinMaxSpanTheWindow(t *testing.T) {
 		t.Fatalf("min %g max %g count %d, want 0.2 2.5 3", last.Min(), last.Max(), last.Count())
 	}
 }
+
+// TestHistogramHotPathAllocations: folding and writing known histogram
+// streams allocates (almost) nothing per point.
+func TestHistogramHotPathAllocations(t *testing.T) {
+	p, _ := newTestProcessor(t)
+	const points, runs = 1000, 10
+	bounds := []float64{1, 5, 10}
+	mk := func(round int64) pmetric.Metrics {
+		pts := make([]histPoint, points)
+		for i := range pts {
+			at := round*points + int64(i)
+			pts[i] = histPoint{start: at, time: at + 1, bounds: bounds, counts: []uint64{1, 0, 2, 0}, sum: 12}
+		}
+		return histBatch(pts...)
+	}
+	if _, err := p.processMetrics(context.Background(), mk(0)); err != nil {
+		t.Fatal(err)
+	}
+	batches := make([]pmetric.Metrics, runs+1)
+	for i := range batches {
+		batches[i] = mk(int64(i + 1))
+	}
+	next := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		_, _ = p.processMetrics(context.Background(), batches[next])
+		next++
+	})
+	if perPoint := allocs / points; perPoint > 0.01 {
+		t.Fatalf("%.0f allocations per batch of %d points (%.4f per point), want ≤ 0.01 per point", allocs, points, perPoint)
+	}
+}
