@@ -1,20 +1,17 @@
 package gatewayreceiver
 
 import (
-	"go.opentelemetry.io/collector/config/configoptional"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 )
 
 func TestHealthConfig(t *testing.T) {
-	cases := []struct {
-		file      string
-		check     func(*testing.T, *Config)
-		wantError string
-	}{
+	runConfigCases(t, []configCase{
 		{file: "default.yaml", check: func(t *testing.T, c *Config) {
 			if c.Health.HasValue() {
 				t.Error("health is on without a health section")
@@ -67,16 +64,7 @@ func TestHealthConfig(t *testing.T) {
 			"push.max_targets must be at least 1, got -5"},
 		{file: "health_bad_push_expiry.yaml", wantError: "health: push.expiry (10m0s) must be longer than push.stale_after (10m0s)"},
 		{file: "health_push_without_http.yaml", wantError: "health.push needs protocols.http, which is disabled; set health.push.enabled: false"},
-	}
-	for _, c := range cases {
-		t.Run(c.file, func(t *testing.T) {
-			cfg := createDefaultConfig()
-			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantError) {
-				return
-			}
-			c.check(t, cfg)
-		})
-	}
+	})
 }
 
 func TestHealthProfileDecodeError(t *testing.T) {

@@ -9,11 +9,7 @@ import (
 )
 
 func TestConfig(t *testing.T) {
-	cases := []struct {
-		file      string
-		check     func(*testing.T, *Config)
-		wantError string
-	}{
+	runConfigCases(t, []configCase{
 		{file: "default.yaml", check: func(t *testing.T, c *Config) {
 			if c.Protocols.GRPC.Get().NetAddr.Endpoint != defaultGRPCEndpoint || c.Protocols.HTTP.Get().NetAddr.Endpoint != defaultHTTPEndpoint {
 				t.Errorf("endpoints %q %q, want the defaults", c.Protocols.GRPC.Get().NetAddr.Endpoint, c.Protocols.HTTP.Get().NetAddr.Endpoint)
@@ -49,7 +45,19 @@ func TestConfig(t *testing.T) {
 		{file: "no_protocols.yaml", wantError: "protocols: at least one of grpc and http must be enabled"},
 		{file: "bad_flush_interval.yaml", wantError: "flush_interval must be positive, got -1s"},
 		{file: "empty_endpoint.yaml", wantError: "protocols.http.endpoint must not be empty"},
-	}
+	})
+}
+
+// configCase is one testdata file: the error Validate must return, or the
+// checks the decoded config must pass.
+type configCase struct {
+	file      string
+	check     func(*testing.T, *Config)
+	wantError string
+}
+
+func runConfigCases(t *testing.T, cases []configCase) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := createDefaultConfig()
