@@ -40,15 +40,8 @@ func DecodeAPISIXHTTPLogger(body []byte, fn func(*Event)) (entries int, entryErr
 }
 
 func (a *apisixEntry) event(e *Event) error {
-	e.Reset()
-	e.Kind = KindAPISIX
-	code, err := responseStatus(a.Response.Status)
-	if err != nil {
+	if err := startEntry(e, KindAPISIX, a.Response.Status, a.Request.Method); err != nil {
 		return err
-	}
-	e.StatusCode = code
-	if a.Request.Method != "" {
-		e.Method = NormalizeMethod(a.Request.Method)
 	}
 	e.Instance = a.Server.Hostname
 	e.RouteID = a.RouteID

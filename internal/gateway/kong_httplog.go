@@ -64,15 +64,8 @@ func DecodeKongHTTPLog(body []byte, fn func(*Event)) (entries int, entryErrs []E
 
 // event maps a decoded entry (§1d, and §1c for the label rules).
 func (k *kongEntry) event(e *Event) error {
-	e.Reset()
-	e.Kind = KindKong
-	code, err := responseStatus(k.Response.Status)
-	if err != nil {
+	if err := startEntry(e, KindKong, k.Response.Status, k.Request.Method); err != nil {
 		return err
-	}
-	e.StatusCode = code
-	if k.Request.Method != "" {
-		e.Method = NormalizeMethod(k.Request.Method)
 	}
 	if r := k.Route; r != nil {
 		e.RouteID, e.RouteName = r.ID, r.Name

@@ -145,6 +145,22 @@ func decodeLog[T any, P interface {
 	})
 }
 
+// startEntry begins an access-log entry's event: kind, the required
+// response.status, and the request method.
+func startEntry(e *Event, kind Kind, status *Number, method string) error {
+	e.Reset()
+	e.Kind = kind
+	code, err := responseStatus(status)
+	if err != nil {
+		return err
+	}
+	e.StatusCode = code
+	if method != "" {
+		e.Method = NormalizeMethod(method)
+	}
+	return nil
+}
+
 // responseStatus checks a log entry's response.status.
 func responseStatus(st *Number) (int64, error) {
 	if st == nil {
