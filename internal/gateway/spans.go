@@ -1,12 +1,6 @@
 package gateway
 
-import (
-	"math"
-	"strings"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-)
+import "strings"
 
 // Attribute names read from spans (gateway-formats.md §1a, §2a, §3b, §5).
 // Gateways still emit the pre-1.23 HTTP semantic-convention names (Kong OSS,
@@ -59,10 +53,12 @@ const (
 	attrGenAIOutput    = "gen_ai.usage.output_tokens"
 )
 
-// SpanCounter walks OTLP traces and reports one Event per gateway root span,
+// SpanCounter turns OTLP traces into one Event per gateway root span,
 // completed from that root's child spans (Kong balancer tries, Envoy's router
-// span). It keeps scratch state between calls so a steady stream allocates
-// nothing; it is not safe for concurrent use, so give each goroutine its own.
+// span). It reads pdata (Count) or OTLP protobuf bytes (CountProto); both
+// reduce each ResourceSpans to spanRecs first and share the mapping below.
+// It keeps scratch state between calls so a steady stream allocates nothing;
+// it is not safe for concurrent use, so give each goroutine its own.
 type SpanCounter struct {
 	// Detect forces the gateway kind; KindAuto (the zero value) detects it
 	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
@@ -71,81 +67,99 @@ type SpanCounter struct {
 	// semantic conventions.
 	Detect Kind
 
-	local  map[pcommon.SpanID]struct{}
-	roots  map[pcommon.SpanID]int
+	// The ResourceSpans being reduced: its resource's known attributes,
+	// its spans and their known attributes.
+	res   attrs
+	spans []spanRec
+	attrs attrs
+
+	local  map[[8]byte]struct{}
+	roots  map[[8]byte]int
 	events []Event
 	// lastTry is, per event, the try number of the balancer span that
 	// filled Target (Kong's last try answers).
 	lastTry []float64
 }
 
-// Count calls fn once for every root SERVER span in td and returns how many
-// spans it examined and how many it reported. The *Event is valid only during
-// the call.
+// beginResource starts reducing one ResourceSpans.
+func (c *SpanCounter) beginResource() {
+	c.res = c.res[:0]
+	c.spans = c.spans[:0]
+	c.attrs = c.attrs[:0]
+}
+
+// endResource maps the reduced ResourceSpans: it appends to c.events one
+// event for every root SERVER span and returns how many.
 //
 // A root SERVER span is a span of kind SERVER whose parent is not another span
 // of the same ResourceSpans: its parent is empty, or it is remote (a client's
 // traceparent, which Kong for one does not flag as remote). In-process nested
 // SERVER spans are skipped so one request is never counted twice.
-func (c *SpanCounter) Count(td ptrace.Traces, fn func(*Event)) (examined, counted int) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		var gw Event
-		gw.Reset()
-		res := rs.Resource().Attributes()
-		gw.Gateway = strAttr(res, attrServiceName)
-		gw.Namespace = strAttr(res, attrServiceNS)
-		gw.Instance = strAttr(res, attrServiceInst)
-		if gw.Instance == "" {
-			gw.Instance = strAttr(res, attrHostname)
-		}
-		hasChildren := c.collectNestedParents(rs)
-		c.events = c.events[:0]
-		c.lastTry = c.lastTry[:0]
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			scopeKind := c.Detect
-			if scopeKind == KindAuto {
-				scopeKind = detectScope(ss.Scope().Name(), gw.Gateway)
-			}
-			spans := ss.Spans()
-			examined += spans.Len()
-			for k := 0; k < spans.Len(); k++ {
-				span := spans.At(k)
-				if !c.isRoot(span) {
-					continue
-				}
-				kind := scopeKind
-				if kind == KindAuto {
-					kind = detectSpan(span.Attributes())
-				}
-				c.events = append(c.events, gw)
-				c.lastTry = append(c.lastTry, -1)
-				mapRoot(&c.events[len(c.events)-1], kind, span)
-			}
-		}
-		if hasChildren && len(c.events) > 0 {
-			c.completeFromChildren(rs)
-		}
-		for e := range c.events {
-			fn(&c.events[e])
-		}
-		counted += len(c.events)
-		clear(c.local)
-		clear(c.roots)
+func (c *SpanCounter) endResource() int {
+	var gw Event
+	gw.Reset()
+	gw.Gateway = c.res.str(akServiceName)
+	gw.Namespace = c.res.str(akServiceNS)
+	gw.Instance = c.res.str(akServiceInst)
+	if gw.Instance == "" {
+		gw.Instance = c.res.str(akHostname)
 	}
-	return examined, counted
+	hasChildren := c.collectNestedParents()
+	first := len(c.events)
+	for i := range c.spans {
+		span := &c.spans[i]
+		if !c.isRoot(span) {
+			continue
+		}
+		kind := c.Detect
+		if kind == KindAuto {
+			kind = span.scope
+			if kind == KindAuto && gw.Gateway == "APISIX" {
+				kind = KindAPISIX // APISIX's default resource
+			}
+		}
+		a := c.attrsOf(span)
+		if kind == KindAuto {
+			kind = detectSpan(a)
+		}
+		c.events = append(c.events, gw)
+		c.lastTry = append(c.lastTry, -1)
+		mapRoot(&c.events[len(c.events)-1], kind, span, a)
+	}
+	if hasChildren && len(c.events) > first {
+		c.completeFromChildren(first)
+	}
+	clear(c.local)
+	clear(c.roots)
+	return len(c.events) - first
 }
 
-// detectScope tells the gateway from the instrumentation scope (and APISIX's
-// default resource); KindAuto when the scope does not say.
-func detectScope(scope, service string) Kind {
-	switch {
-	case scope == kongScope:
+// start begins a call, dropping what a refused one left.
+func (c *SpanCounter) start() {
+	c.events = c.events[:0]
+	c.lastTry = c.lastTry[:0]
+}
+
+// report hands every event of the call to fn, once all of its input was
+// read: a body refused half-way reports nothing.
+func (c *SpanCounter) report(fn func(*Event)) int {
+	for i := range c.events {
+		fn(&c.events[i])
+	}
+	n := len(c.events)
+	c.start()
+	return n
+}
+
+func (c *SpanCounter) attrsOf(s *spanRec) attrs { return c.attrs[s.attrLo:s.attrHi] }
+
+// detectScope tells the gateway from the instrumentation scope; KindAuto
+// when the scope does not say.
+func detectScope(scope string) Kind {
+	switch scope {
+	case kongScope:
 		return KindKong
-	case scope == apisixScope || service == "APISIX":
+	case apisixScope:
 		return KindAPISIX
 	}
 	return KindAuto
@@ -153,101 +167,87 @@ func detectScope(scope, service string) Kind {
 
 // detectSpan tells Envoy (whose scope is empty) from semantic-convention
 // gateways by its string tags.
-func detectSpan(attrs pcommon.Map) Kind {
-	if _, ok := attrs.Get(envoyCluster); ok {
+func detectSpan(a attrs) Kind {
+	if _, ok := a.get(akEnvoyCluster); ok {
 		return KindEnvoy
 	}
-	if v, ok := attrs.Get(envoyComponent); ok && v.Type() == pcommon.ValueTypeStr && v.Str() == "proxy" {
+	if v, ok := a.get(akEnvoyComponent); ok && v.typ == vStr && v.str == "proxy" {
 		return KindEnvoy
 	}
 	return KindSemconv
 }
 
-// collectNestedParents fills c.local with the ids of the spans in rs when some
-// SERVER span in rs has a parent (the nested-SERVER test needs them), and
-// reports whether rs holds any span with a parent at all (children that may
-// complete a root's event).
-func (c *SpanCounter) collectNestedParents(rs ptrace.ResourceSpans) (hasChildren bool) {
+// collectNestedParents fills c.local with the ids of the spans when some
+// SERVER span has a parent (the nested-SERVER test needs them), and reports
+// whether any span has a parent at all (children that may complete a root's
+// event).
+func (c *SpanCounter) collectNestedParents() (hasChildren bool) {
 	needed := false
-	sss := rs.ScopeSpans()
-	for j := 0; j < sss.Len() && !needed; j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			s := spans.At(k)
-			if s.ParentSpanID().IsEmpty() {
-				continue
-			}
-			hasChildren = true
-			if s.Kind() == ptrace.SpanKindServer {
-				needed = true
-				break
-			}
+	for i := range c.spans {
+		s := &c.spans[i]
+		if !s.hasParent() {
+			continue
+		}
+		hasChildren = true
+		if s.kind == spanKindServer {
+			needed = true
+			break
 		}
 	}
 	if !needed {
 		return hasChildren
 	}
 	if c.local == nil {
-		c.local = make(map[pcommon.SpanID]struct{})
+		c.local = make(map[[8]byte]struct{})
 	}
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			c.local[spans.At(k).SpanID()] = struct{}{}
-		}
+	for i := range c.spans {
+		c.local[c.spans[i].id] = struct{}{}
 	}
 	return true
 }
 
-func (c *SpanCounter) isRoot(span ptrace.Span) bool {
-	if span.Kind() != ptrace.SpanKindServer {
+func (c *SpanCounter) isRoot(span *spanRec) bool {
+	if span.kind != spanKindServer {
 		return false
 	}
-	parent := span.ParentSpanID()
-	if parent.IsEmpty() {
+	if !span.hasParent() {
 		return true
 	}
-	_, nested := c.local[parent]
+	_, nested := c.local[span.parent]
 	return !nested
 }
 
-// completeFromChildren applies the direct children of each root: Kong's
+// completeFromChildren applies the direct children of each root (the
+// resource's events start at c.events[first]): Kong's
 // balancer spans (one per try; the last try gives the target and the
 // upstream latency) and Envoy's router span.
-func (c *SpanCounter) completeFromChildren(rs ptrace.ResourceSpans) {
+func (c *SpanCounter) completeFromChildren(first int) {
 	if c.roots == nil {
-		c.roots = make(map[pcommon.SpanID]int)
+		c.roots = make(map[[8]byte]int)
 	}
 	// Roots are found again in the same order they were appended.
-	idx := 0
-	sss := rs.ScopeSpans()
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			if s := spans.At(k); c.isRoot(s) {
-				c.roots[s.SpanID()] = idx
-				idx++
-			}
+	idx := first
+	for i := range c.spans {
+		if s := &c.spans[i]; c.isRoot(s) {
+			c.roots[s.id] = idx
+			idx++
 		}
 	}
-	for j := 0; j < sss.Len(); j++ {
-		spans := sss.At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			s := spans.At(k)
-			if s.ParentSpanID().IsEmpty() || s.Kind() != ptrace.SpanKindClient {
-				continue
-			}
-			i, ok := c.roots[s.ParentSpanID()]
-			if !ok {
-				continue
-			}
-			e := &c.events[i]
-			switch e.Kind {
-			case KindKong:
-				c.kongBalancer(e, i, s)
-			case KindEnvoy:
-				envoyRouter(e, s)
-			}
+	for i := range c.spans {
+		s := &c.spans[i]
+		if !s.hasParent() || s.kind != spanKindClient {
+			continue
+		}
+		r, ok := c.roots[s.parent]
+		if !ok {
+			continue
+		}
+		e := &c.events[r]
+		switch e.Kind {
+		case KindKong:
+			c.kongBalancer(e, r, s)
+		case KindEnvoy:
+			envoyRouter(e, s, c.attrsOf(s))
 		}
 	}
 }
@@ -255,33 +255,32 @@ func (c *SpanCounter) completeFromChildren(rs ptrace.ResourceSpans) {
 // kongBalancer applies one balancer try (§1a): `kong.balancer` (≥ 3.3) or
 // `balancer try #N` (3.0–3.2), numbers as doubles. The highest try is the
 // one that answered; a failed try carries http.status_code and status ERROR.
-func (c *SpanCounter) kongBalancer(e *Event, i int, s ptrace.Span) {
-	name := s.Name()
-	if name != kongBalancer && !strings.HasPrefix(name, kongBalancerOld) {
+func (c *SpanCounter) kongBalancer(e *Event, i int, s *spanRec) {
+	if s.name != kongBalancer && !strings.HasPrefix(s.name, kongBalancerOld) {
 		return
 	}
-	attrs := s.Attributes()
+	a := c.attrsOf(s)
 	try := 0.0
-	if v, ok := attrs.Get(attrTryCount); ok {
-		try = numberOf(v)
+	if v, ok := a.get(akTryCount); ok {
+		try = v.number()
 	}
 	if try < c.lastTry[i] {
 		return
 	}
 	c.lastTry[i] = try
-	e.Target = strAttr(attrs, attrNetPeerIP)
+	e.Target = a.str(akNetPeerIP)
 	e.TargetPort = 0
-	if v, ok := attrs.Get(attrNetPeerPort); ok {
-		if p := numberOf(v); p > 0 && p < 65536 {
+	if v, ok := a.get(akNetPeerPort); ok {
+		if p := v.number(); p > 0 && p < 65536 {
 			e.TargetPort = int64(p)
 		}
 	}
-	e.Upstream = strAttr(attrs, attrNetPeerName)
-	if svc := strAttr(attrs, attrPeerService); svc != "" {
+	e.Upstream = a.str(akNetPeerName)
+	if svc := a.str(akPeerService); svc != "" {
 		e.ServiceName = svc
 	}
-	e.UpstreamMS = durationMS(s)
-	if s.Status().Code() == ptrace.StatusCodeError {
+	e.UpstreamMS = s.durationMS()
+	if s.status == statusCodeError {
 		e.Source = SourceGateway
 	} else {
 		e.Source = SourceUpstream
@@ -289,39 +288,37 @@ func (c *SpanCounter) kongBalancer(e *Event, i int, s ptrace.Span) {
 }
 
 // envoyRouter applies Envoy's `router <cluster> egress` child span (§3b).
-func envoyRouter(e *Event, s ptrace.Span) {
-	if !strings.HasPrefix(s.Name(), envoyRouterStart) {
+func envoyRouter(e *Event, s *spanRec, a attrs) {
+	if !strings.HasPrefix(s.name, envoyRouterStart) {
 		return
 	}
-	attrs := s.Attributes()
-	if a := strAttr(attrs, envoyAddress); a != "" {
-		e.Target = a
+	if addr := a.str(akEnvoyAddress); addr != "" {
+		e.Target = addr
 	}
 	if e.Upstream == "" {
-		e.Upstream = strAttr(attrs, envoyCluster)
+		e.Upstream = a.str(akEnvoyCluster)
 	}
-	e.UpstreamMS = durationMS(s)
+	e.UpstreamMS = s.durationMS()
 }
 
 // mapRoot fills e from a root SERVER span of the given kind.
-func mapRoot(e *Event, kind Kind, span ptrace.Span) {
+func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	e.Kind = kind
-	attrs := span.Attributes()
-	e.TotalMS = durationMS(span)
-	if v, ok := attrs.Get(attrRoute); ok && v.Type() == pcommon.ValueTypeStr {
-		e.Route = v.Str()
+	e.TotalMS = span.durationMS()
+	if v, ok := a.get(akRoute); ok && v.typ == vStr {
+		e.Route = v.str
 	}
-	if v, ok := getEither(attrs, attrMethod, attrMethodOld); ok {
-		e.Method = NormalizeMethod(v.AsString())
+	if v, ok := a.either(akMethod, akMethodOld); ok {
+		e.Method = NormalizeMethod(v.asMethod())
 	}
-	if v, ok := getEither(attrs, attrStatusCode, attrStatusCodeOld); ok {
-		e.StatusCode = statusOf(v)
+	if v, ok := a.either(akStatusCode, akStatusCodeOld); ok {
+		e.StatusCode = v.status()
 	}
-	if v, ok := getEither(attrs, attrReqSize, attrReqSizeOld); ok {
-		e.RequestSize = sizeOf(v)
+	if v, ok := a.either(akReqSize, akReqSizeOld); ok {
+		e.RequestSize = v.size()
 	}
-	if v, ok := getEither(attrs, attrRespSize, attrRespSizeOld); ok {
-		e.ResponseSize = sizeOf(v)
+	if v, ok := a.either(akRespSize, akRespSizeOld); ok {
+		e.ResponseSize = v.size()
 	}
 	switch kind {
 	case KindKong:
@@ -329,126 +326,64 @@ func mapRoot(e *Event, kind Kind, span ptrace.Span) {
 		// balancer spans add target, upstream and response source.
 		e.Source = SourceGateway // until a successful balancer try says otherwise
 	case KindAPISIX:
-		e.RouteID = strAttr(attrs, apisixRouteID)
-		e.RouteName = strAttr(attrs, apisixRouteName)
-		e.ServiceID = strAttr(attrs, apisixServiceID)
-		e.ServiceName = strAttr(attrs, apisixSvcName)
-		e.Host = strAttr(attrs, attrNetHostName)
-		switch src := strAttr(attrs, apisixSource); src {
-		case "upstream":
-			e.Source = SourceUpstream
-		case "apisix", "nginx":
-			e.Source = SourceGateway
-		case "":
-			// ≤ 3.16: http.status_code is the upstream's status, present
-			// only when something was proxied (§2a), so the upstream
-			// answered whenever it is there.
-			if e.StatusCode != 0 {
-				e.Source = SourceUpstream
-			}
-		}
+		mapAPISIXRoot(e, a)
 	case KindEnvoy:
-		e.Upstream = strAttr(attrs, envoyCluster)
-		e.RequestSize = sizeOf(attrOrEmpty(attrs, envoyReqSize))
-		e.ResponseSize = sizeOf(attrOrEmpty(attrs, envoyRespSize))
-		switch f := strAttr(attrs, envoyFlags); {
-		case f == "" || f == "-":
-			if e.StatusCode != 0 {
-				e.Source = SourceUpstream
-			}
-		default: // UT, UF, NR, RL, ...: Envoy answered itself
-			e.Source = SourceGateway
-		}
+		mapEnvoyRoot(e, a)
 	}
-	genAIOf(&e.GenAI, attrs)
+	genAIOf(&e.GenAI, a)
 }
 
-func genAIOf(g *GenAI, attrs pcommon.Map) {
-	g.Provider = strAttr(attrs, attrGenAIProvider)
+func mapAPISIXRoot(e *Event, a attrs) {
+	e.RouteID = a.str(akAPISIXRouteID)
+	e.RouteName = a.str(akAPISIXRouteName)
+	e.ServiceID = a.str(akAPISIXServiceID)
+	e.ServiceName = a.str(akAPISIXServiceName)
+	e.Host = a.str(akNetHostName)
+	switch src := a.str(akAPISIXSource); src {
+	case "upstream":
+		e.Source = SourceUpstream
+	case "apisix", "nginx":
+		e.Source = SourceGateway
+	case "":
+		// ≤ 3.16: http.status_code is the upstream's status, present only
+		// when something was proxied (§2a), so the upstream answered
+		// whenever it is there.
+		if e.StatusCode != 0 {
+			e.Source = SourceUpstream
+		}
+	}
+}
+
+func mapEnvoyRoot(e *Event, a attrs) {
+	e.Upstream = a.str(akEnvoyCluster)
+	e.RequestSize, e.ResponseSize = Unknown, Unknown
+	if v, ok := a.get(akEnvoyReqSize); ok {
+		e.RequestSize = v.size()
+	}
+	if v, ok := a.get(akEnvoyRespSize); ok {
+		e.ResponseSize = v.size()
+	}
+	switch f := a.str(akEnvoyFlags); {
+	case f == "" || f == "-":
+		if e.StatusCode != 0 {
+			e.Source = SourceUpstream
+		}
+	default: // UT, UF, NR, RL, ...: Envoy answered itself
+		e.Source = SourceGateway
+	}
+}
+
+func genAIOf(g *GenAI, a attrs) {
+	g.Provider = a.str(akGenAIProvider)
 	if g.Provider == "" {
-		g.Provider = strAttr(attrs, attrGenAISystem)
+		g.Provider = a.str(akGenAISystem)
 	}
-	g.RequestModel = strAttr(attrs, attrGenAIReqModel)
-	g.ResponseModel = strAttr(attrs, attrGenAIRespModel)
-	if v, ok := attrs.Get(attrGenAIInput); ok {
-		g.InputTokens = sizeOf(v)
+	g.RequestModel = a.str(akGenAIReqModel)
+	g.ResponseModel = a.str(akGenAIRespModel)
+	if v, ok := a.get(akGenAIInput); ok {
+		g.InputTokens = v.size()
 	}
-	if v, ok := attrs.Get(attrGenAIOutput); ok {
-		g.OutputTokens = sizeOf(v)
-	}
-}
-
-var emptyValue = pcommon.NewValueEmpty()
-
-func attrOrEmpty(attrs pcommon.Map, k string) pcommon.Value {
-	if v, ok := attrs.Get(k); ok {
-		return v
-	}
-	return emptyValue
-}
-
-func strAttr(attrs pcommon.Map, k string) string {
-	if v, ok := attrs.Get(k); ok && v.Type() == pcommon.ValueTypeStr {
-		return v.Str()
-	}
-	return ""
-}
-
-// getEither prefers the stable attribute name and falls back to the old one.
-func getEither(attrs pcommon.Map, stable, old string) (pcommon.Value, bool) {
-	if v, ok := attrs.Get(stable); ok {
-		return v, true
-	}
-	return attrs.Get(old)
-}
-
-func durationMS(s ptrace.Span) float64 {
-	start, end := s.StartTimestamp(), s.EndTimestamp()
-	if start == 0 || end < start {
-		return Unknown
-	}
-	return float64(end-start) / 1e6
-}
-
-// numberOf reads a number sent as int, double (Lua) or string (Envoy); NaN
-// when it is none.
-func numberOf(v pcommon.Value) float64 {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return float64(v.Int())
-	case pcommon.ValueTypeDouble:
-		return v.Double()
-	case pcommon.ValueTypeStr:
-		return parseFloat(v.Str())
-	}
-	return math.NaN()
-}
-
-// sizeOf reads a byte or token count; Unknown unless it is a whole number
-// ≥ 0.
-func sizeOf(v pcommon.Value) int64 {
-	f := numberOf(v)
-	if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
-		return Unknown
-	}
-	return int64(f)
-}
-
-// statusOf accepts the encodings gateways use: int (semconv, Kong), double
-// (numbers from Lua) and string (Envoy tags every value as a string).
-func statusOf(v pcommon.Value) int64 {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return validStatus(v.Int())
-	case pcommon.ValueTypeDouble:
-		d := v.Double()
-		if d != math.Trunc(d) || d < 0 || d > 1000 {
-			return 0
-		}
-		return validStatus(int64(d))
-	case pcommon.ValueTypeStr:
-		return parseStatus(v.Str())
-	default:
-		return 0
+	if v, ok := a.get(akGenAIOutput); ok {
+		g.OutputTokens = v.size()
 	}
 }

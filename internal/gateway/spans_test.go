@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // kongTrace builds what Kong ≥ 3.4 exports for one proxied request
@@ -67,13 +69,27 @@ func envoyTrace(td ptrace.Traces, status string) {
 	child.SetParentSpanID(root.SpanID())
 }
 
+// countAll maps td through pdata (Count) and through its protobuf encoding
+// (CountProto), requires both to report the same events, and returns them.
 func countAll(t *testing.T, td ptrace.Traces) []Event {
 	t.Helper()
 	var c SpanCounter
 	var got []Event
-	_, counted := c.Count(td, func(e *Event) { got = append(got, *e) })
+	examined, counted := c.Count(td, func(e *Event) { got = append(got, *e) })
 	if counted != len(got) {
 		t.Fatalf("Count returned %d but reported %d events", counted, len(got))
+	}
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromProto []Event
+	pe, pc, err := c.CountProto(body, func(e *Event) { fromProto = append(fromProto, *e) })
+	if err != nil {
+		t.Fatalf("CountProto: %v", err)
+	}
+	if pe != examined || pc != counted || !slices.Equal(fromProto, got) {
+		t.Fatalf("CountProto examined %d, counted %d: %+v\nCount examined %d, counted %d: %+v", pe, pc, fromProto, examined, counted, got)
 	}
 	return got
 }
@@ -173,7 +189,7 @@ func TestStatusEncodings(t *testing.T) {
 	for _, c := range cases {
 		v := pcommon.NewValueEmpty()
 		c.set(v)
-		if got := statusOf(v); got != c.want {
+		if got := valueOf(v).status(); got != c.want {
 			t.Errorf("%s: statusOf = %d, want %d", c.name, got, c.want)
 		}
 	}
@@ -195,13 +211,20 @@ func TestCountDoesNotAllocate(t *testing.T) {
 	td := ptrace.NewTraces()
 	kongTrace(td, pcommon.SpanID{})
 	envoyTrace(td, "200")
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var c SpanCounter
 	n := 0
 	c.Count(td, func(*Event) { n++ }) // warm the scratch state
-	allocs := testing.AllocsPerRun(100, func() {
-		c.Count(td, func(*Event) { n++ })
-	})
-	if allocs != 0 {
-		t.Fatalf("Count allocated %.1f times per batch, want 0", allocs)
+	if _, _, err := c.CountProto(body, func(*Event) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { c.Count(td, func(*Event) { n++ }) }); allocs != 0 {
+		t.Errorf("Count allocated %.1f times per batch, want 0", allocs)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _, _ = c.CountProto(body, func(*Event) { n++ }) }); allocs != 0 {
+		t.Errorf("CountProto allocated %.1f times per batch, want 0", allocs)
 	}
 }

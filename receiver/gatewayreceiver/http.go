@@ -76,15 +76,47 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 }
 
 // handleTraces serves POST /v1/traces (OTLP/HTTP, protobuf or JSON).
+//
+// A protobuf body that only feeds metrics (no traces pipeline to hand the
+// spans to) is decoded straight into gateway events: building the pdata tree
+// would cost twice the decoding, for a tree nobody reads.
 func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request) {
 	enc, ok := r.readEncoding(w, req, otlpMediaTypes)
 	if !ok {
 		return
 	}
-	body, ok := r.readBody(w, req, enc)
+	s := r.getScratch()
+	defer r.putScratch(s)
+	body, ok := r.readBody(w, req, enc, s)
 	if !ok {
 		return
 	}
+	var err error
+	if enc == pbContentType && r.nextTraces == nil {
+		if err = r.countProto(req.Context(), s, body); err != nil {
+			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP protobuf body: "+err.Error())
+			return
+		}
+	} else if !r.ingestPdata(w, req, enc, body) {
+		return
+	}
+	r.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
+	if enc == pbContentType {
+		// An empty ExportTraceServiceResponse is zero bytes.
+		writeBody(w, enc, http.StatusOK, nil)
+		return
+	}
+	msg, err := ptraceotlp.NewExportResponse().MarshalJSON()
+	if err != nil {
+		writeStatus(w, enc, http.StatusInternalServerError, "marshal response: "+err.Error())
+		return
+	}
+	writeBody(w, enc, http.StatusOK, msg)
+}
+
+// ingestPdata unmarshals an OTLP body into pdata and ingests it; it answers
+// the request itself when that fails.
+func (r *gatewayReceiver) ingestPdata(w http.ResponseWriter, req *http.Request, enc string, body []byte) bool {
 	otlpReq := ptraceotlp.NewExportRequest()
 	var err error
 	if enc == pbContentType {
@@ -94,31 +126,17 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	if err != nil {
 		r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP "+encodingName(enc)+" body: "+err.Error())
-		return
+		return false
 	}
 	if err := r.ingest(req.Context(), otlpReq.Traces()); err != nil {
 		code := http.StatusServiceUnavailable
-		outcome := httpRefused
 		if consumererror.IsPermanent(err) {
 			code = http.StatusBadRequest
 		}
-		r.reject(req.Context(), w, enc, code, outcome, "traces pipeline refused the spans: "+err.Error())
-		return
+		r.reject(req.Context(), w, enc, code, httpRefused, "traces pipeline refused the spans: "+err.Error())
+		return false
 	}
-	r.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
-
-	resp := ptraceotlp.NewExportResponse()
-	var msg []byte
-	if enc == pbContentType {
-		msg, err = resp.MarshalProto()
-	} else {
-		msg, err = resp.MarshalJSON()
-	}
-	if err != nil {
-		writeStatus(w, enc, http.StatusInternalServerError, "marshal response: "+err.Error())
-		return
-	}
-	writeBody(w, enc, http.StatusOK, msg)
+	return true
 }
 
 // readEncoding checks the method and the Content-Type, answering 405 or 415.
@@ -138,9 +156,11 @@ func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request,
 	return mt, true
 }
 
-// readBody reads the whole body; one over max_request_body_size gets 413.
-func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string) ([]byte, bool) {
-	body, err := io.ReadAll(req.Body)
+// readBody reads the whole body into s's buffer, which the caller owns until
+// it puts s back; one over max_request_body_size gets 413.
+func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch) ([]byte, bool) {
+	body, err := readAll(s.body[:0], req.Body, req.ContentLength)
+	s.body = body
 	_ = req.Body.Close()
 	if err == nil {
 		return body, true
@@ -153,6 +173,31 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 	}
 	r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "reading request body: "+err.Error())
 	return nil, false
+}
+
+// maxPresize bounds what a declared Content-Length makes readAll allocate up
+// front, so a client that announces a huge body and sends little costs
+// nothing; bigger bodies grow as they arrive.
+const maxPresize = 4 << 20
+
+// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer).
+func readAll(dst []byte, rd io.Reader, contentLength int64) ([]byte, error) {
+	if want := min(contentLength, maxPresize) + 1; want > 1 && int64(cap(dst)) < want {
+		dst = make([]byte, 0, want) // +1: room to see EOF without growing
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := rd.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // decompressError answers failures of confighttp's decompression (a corrupt

@@ -64,17 +64,13 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	if _, ok := r.readEncoding(w, req, f.mediaTypes); !ok {
 		return
 	}
-	body, ok := r.readBody(w, req, jsonContentType)
+	s := r.getScratch()
+	defer r.putScratch(s)
+	body, ok := r.readBody(w, req, jsonContentType, s)
 	if !ok {
 		return
 	}
-	s := r.scratch.Get().(*exportScratch)
-	defer func() {
-		clear(s.events)
-		s.events = s.events[:0]
-		r.scratch.Put(s)
-	}()
-	_, entryErrs, err := f.decode(body, func(e *gateway.Event) { s.events = append(s.events, *e) })
+	_, entryErrs, err := f.decode(body, s.collect)
 	if err != nil {
 		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.name+" body: "+err.Error())
 		return

@@ -66,7 +66,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		next:      next,
 		telemetry: tb,
 		agg:       newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.MaxSeries),
-		scratch:   sync.Pool{New: func() any { return &exportScratch{counter: gateway.SpanCounter{Detect: cfg.detect()}} }},
+		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect()) }},
 	}, nil
 }
 
@@ -123,35 +123,77 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 	return errs
 }
 
-// exportScratch is the reusable working memory of one export.
+// exportScratch is the reusable working memory of one request: its body,
+// the span counter and the events read from it.
 type exportScratch struct {
 	counter gateway.SpanCounter
 	events  []gateway.Event
+	body    []byte
+	// collect appends an event to events (bound once, so passing it
+	// allocates nothing).
+	collect func(*gateway.Event)
+}
+
+func newScratch(detect gateway.Kind) *exportScratch {
+	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect}}
+	s.collect = func(e *gateway.Event) { s.events = append(s.events, *e) }
+	return s
+}
+
+// maxPooledBody is the largest body buffer kept for reuse.
+const maxPooledBody = 8 << 20
+
+func (r *gatewayReceiver) getScratch() *exportScratch { return r.scratch.Get().(*exportScratch) }
+
+// putScratch pools s again; the events' strings may borrow the body, so both
+// are dropped together.
+func (r *gatewayReceiver) putScratch(s *exportScratch) {
+	clear(s.events)
+	s.events = s.events[:0]
+	if cap(s.body) > maxPooledBody {
+		s.body = nil
+	}
+	r.scratch.Put(s)
 }
 
 // ingest counts the gateway root spans of one export, then hands the spans
-// to the traces pipeline if there is one. It is the one core both transports
-// call. Spans are mapped before the aggregator's lock is taken, so
-// concurrent exports only serialise on the map updates.
+// to the traces pipeline if there is one. It is the core of gRPC and of the
+// HTTP paths that need pdata. Spans are mapped before the aggregator's lock
+// is taken, so concurrent exports only serialise on the map updates.
 //
 // The spans are counted before they are forwarded (after ConsumeTraces the
 // receiver no longer owns td): if the traces pipeline refuses them and the
 // client retries, that export is counted again.
 func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) error {
 	if r.next != nil {
-		s := r.scratch.Get().(*exportScratch)
-		examined, counted := s.counter.Count(td, func(e *gateway.Event) { s.events = append(s.events, *e) })
-		r.addEvents(ctx, s.events)
-		clear(s.events) // drop references into td before pooling
-		s.events = s.events[:0]
-		r.scratch.Put(s)
-		r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
-		r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
+		s := r.getScratch()
+		examined, counted := s.counter.Count(td, s.collect)
+		r.record(ctx, s, examined, counted)
+		r.putScratch(s)
 	}
 	if r.nextTraces != nil {
 		return r.nextTraces.ConsumeTraces(ctx, td)
 	}
 	return nil
+}
+
+// countProto counts the gateway root spans of an OTLP protobuf body without
+// unmarshalling it into pdata (only for a receiver in no traces pipeline).
+// A malformed body counts nothing.
+func (r *gatewayReceiver) countProto(ctx context.Context, s *exportScratch, body []byte) error {
+	examined, counted, err := s.counter.CountProto(body, s.collect)
+	if err != nil {
+		return err
+	}
+	r.record(ctx, s, examined, counted)
+	return nil
+}
+
+// record aggregates the events in s and counts the spans.
+func (r *gatewayReceiver) record(ctx context.Context, s *exportScratch, examined, counted int) {
+	r.addEvents(ctx, s.events)
+	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(counted), metric.WithAttributeSet(spansCounted))
+	r.telemetry.ReceiverGatewaySpans.Add(ctx, int64(examined-counted), metric.WithAttributeSet(spansIgnored))
 }
 
 // addEvents aggregates events under one lock and counts what the profile

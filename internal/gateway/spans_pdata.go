@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"math"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Count calls fn once for every root SERVER span in td (see endResource) and
+// returns how many spans it examined and how many it reported. The *Event is
+// valid only during the call; its strings borrow td's.
+func (c *SpanCounter) Count(td ptrace.Traces, fn func(*Event)) (examined, counted int) {
+	c.start()
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		c.beginResource()
+		c.res = appendKnown(c.res, rs.Resource().Attributes())
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j)
+			scope := detectScope(ss.Scope().Name())
+			spans := ss.Spans()
+			examined += spans.Len()
+			for k := 0; k < spans.Len(); k++ {
+				c.addPdataSpan(spans.At(k), scope)
+			}
+		}
+		c.endResource()
+	}
+	return examined, c.report(fn)
+}
+
+func (c *SpanCounter) addPdataSpan(s ptrace.Span, scope Kind) {
+	lo := len(c.attrs)
+	c.attrs = appendKnown(c.attrs, s.Attributes())
+	c.spans = append(c.spans, spanRec{
+		id: s.SpanID(), parent: s.ParentSpanID(),
+		kind: int32(s.Kind()), status: int32(s.Status().Code()),
+		name: s.Name(), start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()),
+		scope: scope, attrLo: int32(lo), attrHi: int32(len(c.attrs)),
+	})
+}
+
+// appendKnown appends the attributes of m that a mapper reads.
+func appendKnown(dst attrs, m pcommon.Map) attrs {
+	for k, v := range m.All() {
+		if key := lookupAttrKey(k); key != akNone {
+			dst = append(dst, keyed{key: key, val: valueOf(v)})
+		}
+	}
+	return dst
+}
+
+// valueOf reduces a pdata value; bytes are copied (rare: no gateway sends
+// them), everything else borrows.
+func valueOf(v pcommon.Value) value {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return value{typ: vStr, str: v.Str()}
+	case pcommon.ValueTypeInt:
+		return value{typ: vInt, num: uint64(v.Int())}
+	case pcommon.ValueTypeDouble:
+		return value{typ: vDouble, num: math.Float64bits(v.Double())}
+	case pcommon.ValueTypeBool:
+		if v.Bool() {
+			return value{typ: vBool, num: 1}
+		}
+		return value{typ: vBool}
+	case pcommon.ValueTypeBytes:
+		return value{typ: vBytes, str: string(v.Bytes().AsRaw())}
+	case pcommon.ValueTypeEmpty:
+		return value{}
+	}
+	return value{typ: vOther}
+}
