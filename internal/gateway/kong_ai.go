@@ -58,7 +58,8 @@ type kongAIPlugin struct {
 // One event has one GenAI: other plugins' values are not merged in.
 //
 // Values that are not JSON objects are ignored (the `ai` object is open:
-// plugins add their own keys); a wrong type in a field read here
+// plugins add their own keys), and values after the one read are never
+// decoded; a wrong type in a field read here
 // (meta.provider_name, meta.request_model, meta.response_model,
 // usage.prompt_tokens, usage.completion_tokens) rejects the entry, as a
 // wrong type in any other field read from the entry does.
