@@ -24,12 +24,15 @@ type apisixEntry struct {
 	Latency         Number `json:"latency"`
 	UpstreamLatency Number `json:"upstream_latency"`
 	APISIXLatency   Number `json:"apisix_latency"`
+	// LLMSummary is what ai-proxy adds with logging.summaries (apisix_llm.go).
+	LLMSummary apisixLLMSummary `json:"llm_summary"`
 }
 
 func (a *apisixEntry) reset() {
 	*a = apisixEntry{}
 	a.Request.Size, a.Response.Size = unknownNumber(), unknownNumber()
 	a.Latency, a.UpstreamLatency, a.APISIXLatency = unknownNumber(), unknownNumber(), unknownNumber()
+	a.LLMSummary.reset()
 }
 
 // DecodeAPISIXHTTPLogger maps an APISIX http-logger body: one object
@@ -66,6 +69,7 @@ func (a *apisixEntry) event(e *Event) error {
 	}
 	e.RequestSize = a.Request.Size.size()
 	e.ResponseSize = a.Response.Size.size()
+	a.LLMSummary.genAI(&e.GenAI)
 	return nil
 }
 

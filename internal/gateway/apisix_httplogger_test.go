@@ -85,6 +85,12 @@ func FuzzDecodeAPISIXHTTPLogger(f *testing.F) {
 	f.Add(sample)
 	f.Add([]byte(`{"response":{"status":200}}` + "\n" + `{"response":{"status":"503"},"upstream":" : "}`))
 	f.Add([]byte(`{"response":{"status":200},"latency":"NaN","upstream":","}`))
+	ai, err := os.ReadFile("testdata/apisix-http-logger-ai-proxy.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ai)
+	f.Add([]byte(`{"response":{"status":200},"llm_summary":{"model":["x"],"prompt_tokens":"-3","completion_tokens":1.5}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		n, errs, err := DecodeAPISIXHTTPLogger(body, func(e *Event) { checkEvent(t, e) })
 		if err != nil && (n != 0 || len(errs) != 0) {

@@ -44,10 +44,17 @@ type kongEntry struct {
 	} `json:"tries"`
 	Source        string `json:"source"`
 	WorkspaceName string `json:"workspace_name"`
+	// AI is what Kong's AI plugins log, by namespace (kong_ai.go). Values
+	// stay raw: only the one GenAI is read from is decoded.
+	AI map[string]json.RawMessage `json:"ai"`
 }
 
 func (k *kongEntry) reset() {
-	*k = kongEntry{}
+	// The ai map is kept and emptied: json.Unmarshal fills a non-nil map in
+	// place, so an AI gateway's entries do not allocate a map each.
+	ai := k.AI
+	clear(ai)
+	*k = kongEntry{AI: ai}
 	k.Request.Size, k.Response.Size = unknownNumber(), unknownNumber()
 	k.Latencies.Kong, k.Latencies.Proxy, k.Latencies.Request = unknownNumber(), unknownNumber(), unknownNumber()
 }
@@ -105,7 +112,7 @@ func (k *kongEntry) event(e *Event) error {
 			e.TargetPort = p
 		}
 	}
-	return nil
+	return kongGenAI(&e.GenAI, k.AI)
 }
 
 // jsonError shortens encoding/json's type errors to the field and what was

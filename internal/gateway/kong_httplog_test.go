@@ -113,6 +113,8 @@ func FuzzDecodeKongHTTPLog(f *testing.F) {
 	f.Add([]byte("[" + string(sample) + "," + string(sample) + "]"))
 	f.Add([]byte(`[{"response":{"status":"200"},"latencies":{"proxy":-1}}, 1, null]`))
 	f.Add([]byte(`{"response":{"status":1e400}}`))
+	f.Add([]byte(readKongAISample(f)))
+	f.Add([]byte(`{"response":{"status":200},"ai":{"b":{"meta":{}},"a":{"usage":{"prompt_tokens":"1"}},"proxy":7}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		n, errs, err := DecodeKongHTTPLog(body, func(e *Event) { checkEvent(t, e) })
 		if err != nil && (n != 0 || len(errs) != 0) {
@@ -134,5 +136,8 @@ func checkEvent(t *testing.T, e *Event) {
 	}
 	if e.RequestSize < Unknown || e.ResponseSize < Unknown {
 		t.Fatalf("sizes %d %d", e.RequestSize, e.ResponseSize)
+	}
+	if e.GenAI.InputTokens < Unknown || e.GenAI.OutputTokens < Unknown {
+		t.Fatalf("tokens %d %d", e.GenAI.InputTokens, e.GenAI.OutputTokens)
 	}
 }

@@ -231,3 +231,50 @@ func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
 		`apisix_http_latency_bucket{type="apisix",route="http-logger-route",service="",consumer="",node="3.213.1.197",request_type="traditional_http",request_llm_model="",llm_model="",le="100"} N`,
 	}, []string{"3", "1851", "3", "0", "3"})
 }
+
+// TestKongProfileAIFromHTTPLog: an ai-proxy request logged by Kong ≥ 3.8
+// (ai.proxy meta and usage, internal/gateway/kong_ai.go) feeds the kong
+// profile's AI families, labelled and valued as Kong's Prometheus plugin
+// labels them (gateway-formats.md §1c). The entry is posted alone and in a
+// batch beside a plain entry, which adds no AI series.
+//
+// Provider latency is the event's upstream latency (latencies.proxy, 1532
+// ms): the event has no field for meta.llm_latency (1530 ms), which is what
+// Kong observes; both fall in the same bucket, only _sum tells them apart.
+func TestKongProfileAIFromHTTPLog(t *testing.T) {
+	p := newPipeline(t, profileKong)
+	ai, err := os.ReadFile("testdata/kong-3.8-http-log-ai-proxy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := os.ReadFile("testdata/kong-3.8-http-log.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.post(t, kongLogURLPath, string(ai))
+	p.post(t, kongLogURLPath, "["+string(ai)+","+string(plain)+"]")
+	got := p.scrape(t)
+	const labels = `ai_provider="openai",ai_model="gpt-3.5-turbo-0613",cache_status="",vector_db="",embeddings_provider="",embeddings_model="",workspace="default"`
+	checkSpecLines(t, got, []string{
+		`kong_ai_llm_requests_total{` + labels + `} N`,
+		`kong_ai_llm_tokens_total{` + labels + `,token_type="prompt_tokens"} N`,
+		`kong_ai_llm_tokens_total{` + labels + `,token_type="completion_tokens"} N`,
+		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="1000"} N`,
+		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="2000"} N`,
+		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="+Inf"} N`,
+		`kong_ai_llm_provider_latency_ms_sum{` + labels + `} N`,
+		`kong_ai_llm_provider_latency_ms_count{` + labels + `} N`,
+		// The requests are still counted as requests.
+		`kong_http_requests_total{service="openai-service",route="openai-chat",code="200",source="service",workspace="default",consumer=""} N`,
+		`kong_http_requests_total{service="example_service",route="example_route",code="200",source="service",workspace="default",consumer=""} N`,
+	}, []string{"2", "50", "24", "0", "2", "2", "3064", "2", "2", "1"})
+	// One AI series per family: the plain entry made none.
+	for _, family := range []string{"kong_ai_llm_requests_total{", "kong_ai_llm_provider_latency_ms_count{"} {
+		if n := strings.Count(string(got), "\n"+family); n != 1 {
+			t.Errorf("%d %s…} series, want 1:\n%s", n, family, got)
+		}
+	}
+	if n := strings.Count(string(got), "\nkong_ai_llm_tokens_total{"); n != 2 {
+		t.Errorf("%d kong_ai_llm_tokens_total series, want 2 (prompt, completion):\n%s", n, got)
+	}
+}
