@@ -1,6 +1,7 @@
 package gatewayreceiver
 
 import (
+	"encoding/binary"
 	"sort"
 	"strings"
 	"sync"
@@ -62,10 +63,13 @@ type familyState struct {
 
 // aggregator turns events into per-window series under one profile.
 //
-// Hot path: hash the event's tuple once (one Go map lookup keyed by
-// tupleKey), get its bundle, update every family's series through the
-// bundle's pointers. No allocation once the tuple has been seen: strings are
-// cloned only when a tuple is first inserted.
+// Hot path: encode the event's tuple into one byte string (keyBuf, reused),
+// hash it once in one Go map lookup, get its bundle, update every family's
+// series through the bundle's pointers. Hashing and comparing one short
+// contiguous key costs a fraction of Go's field-by-field hash and equality
+// of the 13-string tupleKey (which was half of the aggregation time). No
+// allocation once the tuple has been seen: the key is copied only when a
+// tuple is first inserted.
 //
 // Concurrency: addLocked runs with mu held (ingest takes it once per export
 // or log batch); take and merge take it themselves. pdata is built from the
@@ -75,7 +79,8 @@ type aggregator struct {
 	prof      *profile
 	dims      dimensions
 	maxSeries int
-	bundles   map[tupleKey]*bundle
+	bundles   map[string]*bundle // by encodeKey of the tuple
+	keyBuf    []byte
 	fams      []familyState
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
@@ -94,7 +99,7 @@ type point struct {
 }
 
 func newAggregator(prof *profile, dims dimensions, maxSeries int) *aggregator {
-	a := &aggregator{prof: prof, dims: dims, maxSeries: maxSeries, bundles: make(map[tupleKey]*bundle)}
+	a := &aggregator{prof: prof, dims: dims, maxSeries: maxSeries, bundles: make(map[string]*bundle)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range a.fams {
 		a.fams[i].series = make(map[tupleKey]*series)
@@ -110,15 +115,17 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		a.unmapped++
 		return false
 	}
-	b := a.bundles[k]
+	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+	b := a.bundles[string(a.keyBuf)] // no allocation: the compiler borrows keyBuf
 	if b == nil {
 		if a.maxSeries > 0 && len(a.bundles) >= a.maxSeries {
 			a.overflowed++
 			k = overflowKey(k)
-			b = a.bundles[k]
+			a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+			b = a.bundles[string(a.keyBuf)]
 		}
 		if b == nil {
-			b = a.newBundle(cloneKey(k))
+			b = a.newBundle(cloneKey(k), string(a.keyBuf))
 		}
 	}
 	b.seen = true
@@ -140,12 +147,12 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 
 // newBundle creates the bundle of k, sharing the series that other bundles
 // already project onto (a latency histogram is shared by every status code).
-func (a *aggregator) newBundle(k tupleKey) *bundle {
+func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
 	b := &bundle{series: make([]*series, len(a.prof.families))}
 	for i := range a.prof.families {
 		b.series[i] = a.seriesOf(i, a.prof.families[i].project(k))
 	}
-	a.bundles[k] = b
+	a.bundles[encoded] = b
 	return b
 }
 
@@ -168,6 +175,23 @@ func cloneKey(k tupleKey) tupleKey {
 		*p = strings.Clone(*p)
 	}
 	return k
+}
+
+// encodeKey appends k's fields, each string length-prefixed, so two tuples
+// encode alike only when they are equal.
+func encodeKey(dst []byte, k *tupleKey) []byte {
+	for _, f := range [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model} {
+		dst = binary.AppendUvarint(dst, uint64(len(*f)))
+		dst = append(dst, *f...)
+	}
+	dst = binary.AppendVarint(dst, k.status)
+	dst = binary.AppendVarint(dst, k.targetPort)
+	flags := byte(k.source) << 1
+	if k.overflow {
+		flags |= 1
+	}
+	return append(dst, flags)
 }
 
 // take returns the points of the window that just ended and starts a new
