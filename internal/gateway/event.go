@@ -117,6 +117,10 @@ type GenAI struct {
 	Provider, RequestModel, ResponseModel string
 	// InputTokens and OutputTokens are Unknown when absent.
 	InputTokens, OutputTokens int64
+	// ProviderMS is the LLM provider's latency as the gateway measured it
+	// (Kong's ai meta.llm_latency); Unknown when the input does not carry
+	// it, and the upstream latency stands in.
+	ProviderMS float64
 }
 
 // IsLLM reports whether the event carries GenAI attributes.
@@ -127,7 +131,7 @@ func (g *GenAI) IsLLM() bool {
 // Reset clears e for reuse, with every measurement Unknown.
 func (e *Event) Reset() {
 	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
-		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown}}
+		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, ProviderMS: Unknown}}
 }
 
 // GatewayMS is the latency the gateway added: AddedMS when the gateway

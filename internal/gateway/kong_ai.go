@@ -46,6 +46,7 @@ type kongAIPlugin struct {
 		ProviderName  string `json:"provider_name"`
 		RequestModel  string `json:"request_model"`
 		ResponseModel string `json:"response_model"`
+		LLMLatency    Number `json:"llm_latency"` // ms
 	} `json:"meta"`
 	Usage struct {
 		PromptTokens     Number `json:"prompt_tokens"`
@@ -97,6 +98,7 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 	}
 	var p kongAIPlugin
 	p.Usage.PromptTokens, p.Usage.CompletionTokens = unknownNumber(), unknownNumber()
+	p.Meta.LLMLatency = unknownNumber()
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return false, aiFieldError(key, err)
 	}
@@ -107,6 +109,7 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 	}
 	g.Provider, g.RequestModel, g.ResponseModel = m.ProviderName, m.RequestModel, m.ResponseModel
 	g.InputTokens, g.OutputTokens = in, out
+	g.ProviderMS = m.LLMLatency.ms()
 	return true, nil
 }
 

@@ -36,7 +36,7 @@ const (
 	measureRequestBytes
 	measureResponseBytes
 	measureLLMCount
-	measureLLMUpstreamMS
+	measureLLMLatencyMS
 	measureInputTokens
 	measureOutputTokens
 )
@@ -59,7 +59,10 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 		return float64(e.ResponseSize), e.ResponseSize >= 0
 	case measureLLMCount:
 		return 1, e.GenAI.IsLLM()
-	case measureLLMUpstreamMS:
+	case measureLLMLatencyMS:
+		if e.GenAI.ProviderMS >= 0 {
+			return e.GenAI.ProviderMS, e.GenAI.IsLLM()
+		}
 		return e.UpstreamMS, e.GenAI.IsLLM() && e.UpstreamMS >= 0
 	case measureInputTokens:
 		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens >= 0
@@ -205,7 +208,7 @@ var otelProfile = profile{
 		{name: "gateway.llm.requests", unit: "{request}", desc: "Requests carrying GenAI attributes, by provider and model.",
 			measure: measureLLMCount, project: otelLLM, labels: otelLLMLabels},
 		{name: "gateway.llm.duration", unit: "s", desc: "Upstream (provider) latency of GenAI requests.",
-			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureLLMUpstreamMS, project: otelLLM, labels: otelLLMLabels},
+			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureLLMLatencyMS, project: otelLLM, labels: otelLLMLabels},
 		{name: "gen_ai.client.token.usage", unit: "{token}", desc: "Tokens used by GenAI requests.",
 			hist: true, bounds: genAITokenBounds, scale: 1, measure: measureInputTokens, project: otelLLM, labels: otelLLMLabels,
 			constKey: "gen_ai.token.type", constVal: "input", constAt: -1},
@@ -311,7 +314,7 @@ var kongProfile = profile{
 		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
 			measure: measureOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: -1},
 		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
-			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureLLMUpstreamMS, project: kongAI, labels: kongAILabels},
+			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureLLMLatencyMS, project: kongAI, labels: kongAILabels},
 	},
 }
 

@@ -238,9 +238,9 @@ func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
 // labels them (gateway-formats.md §1c). The entry is posted alone and in a
 // batch beside a plain entry, which adds no AI series.
 //
-// Provider latency is the event's upstream latency (latencies.proxy, 1532
-// ms): the event has no field for meta.llm_latency (1530 ms), which is what
-// Kong observes; both fall in the same bucket, only _sum tells them apart.
+// Provider latency is meta.llm_latency (1530 ms), what Kong observes, not
+// the upstream latency (latencies.proxy, 1532 ms): both fall in the same
+// bucket, so _sum tells them apart (2 × 1530).
 func TestKongProfileAIFromHTTPLog(t *testing.T) {
 	p := newPipeline(t, profileKong)
 	ai, err := os.ReadFile("testdata/kong-3.8-http-log-ai-proxy.json")
@@ -267,7 +267,7 @@ func TestKongProfileAIFromHTTPLog(t *testing.T) {
 		// The requests are still counted as requests.
 		`kong_http_requests_total{service="openai-service",route="openai-chat",code="200",source="service",workspace="default",consumer=""} N`,
 		`kong_http_requests_total{service="example_service",route="example_route",code="200",source="service",workspace="default",consumer=""} N`,
-	}, []string{"2", "50", "24", "0", "2", "2", "3064", "2", "2", "1"})
+	}, []string{"2", "50", "24", "0", "2", "2", "3060", "2", "2", "1"})
 	// One AI series per family: the plain entry made none.
 	for _, family := range []string{"kong_ai_llm_requests_total{", "kong_ai_llm_provider_latency_ms_count{"} {
 		if n := strings.Count(string(got), "\n"+family); n != 1 {
