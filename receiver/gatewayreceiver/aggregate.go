@@ -22,8 +22,13 @@ func overflowKey(k tupleKey) tupleKey {
 
 // series is one stream of one family over the current window. Sums use
 // total; histograms count, sum and buckets (len(bounds)+1, the last +Inf).
+//
+// Layout: with 10k routes the series outgrow the CPU caches, so each update
+// is a memory access. The fields an update touches fill one 64-byte object
+// (the label tuple, read only when emitting, sits behind a pointer), and a
+// histogram's buckets follow it in the same allocation (histSeries), so an
+// update reads one line or two adjacent ones.
 type series struct {
-	key     tupleKey // projected on the family's labels
 	total   float64
 	count   uint64
 	sum     float64
@@ -31,6 +36,33 @@ type series struct {
 	// touched: updated in this window (emit it); seen: a bundle that holds
 	// it was used in this window (keep it).
 	touched, seen bool
+	key           *tupleKey // projected on the family's labels
+}
+
+// maxInlineBuckets is the most buckets any profile's histograms have
+// (Kong's 17 latency bounds + Inf).
+const maxInlineBuckets = 18
+
+// histSeries is a histogram series with its buckets in the same allocation.
+type histSeries struct {
+	series
+	inline [maxInlineBuckets]uint64
+}
+
+func newSeries(f *family, key tupleKey) *series {
+	var s *series
+	switch n := len(f.bounds) + 1; {
+	case !f.hist:
+		s = new(series)
+	case n <= maxInlineBuckets:
+		h := new(histSeries)
+		h.buckets = h.inline[:n]
+		s = &h.series
+	default:
+		s = &series{buckets: make([]uint64, n)}
+	}
+	s.key = &key
+	return s
 }
 
 func (s *series) add(f *family, v float64) {
@@ -46,10 +78,14 @@ func (s *series) add(f *family, v float64) {
 	s.buckets[i]++
 }
 
+// maxInlineFamilies is the most families a profile has (otel, kong: 10).
+const maxInlineFamilies = 10
+
 // bundle is the handle of one tuple: the series of every family that an
 // event of that tuple updates, found with one map lookup.
 type bundle struct {
-	series []*series // aligned with profile.families
+	series []*series // aligned with profile.families; inline when it fits
+	inline [maxInlineFamilies]*series
 	// seen: used in this window. Kept on the bundle, not on each of its
 	// series, so an event writes one line instead of one per family; take
 	// propagates it to the series.
@@ -148,7 +184,12 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 // newBundle creates the bundle of k, sharing the series that other bundles
 // already project onto (a latency histogram is shared by every status code).
 func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
-	b := &bundle{series: make([]*series, len(a.prof.families))}
+	b := new(bundle)
+	if n := len(a.prof.families); n <= maxInlineFamilies {
+		b.series = b.inline[:n]
+	} else {
+		b.series = make([]*series, n)
+	}
 	for i := range a.prof.families {
 		b.series[i] = a.seriesOf(i, a.prof.families[i].project(k))
 	}
@@ -160,10 +201,7 @@ func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 	fs := &a.fams[fam]
 	s := fs.series[pk]
 	if s == nil {
-		s = &series{key: pk}
-		if f := &a.prof.families[fam]; f.hist {
-			s.buckets = make([]uint64, len(f.bounds)+1)
-		}
+		s = newSeries(&a.prof.families[fam], pk)
 		fs.series[pk] = s
 	}
 	return s
@@ -205,7 +243,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 	for i := range a.fams {
 		fs := &a.fams[i]
 		for _, s := range fs.touched {
-			p := point{fam: i, key: s.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf)}
+			p := point{fam: i, key: *s.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf)}
 			a.bucketBuf = append(a.bucketBuf, s.buckets...)
 			a.snap = append(a.snap, p)
 			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
