@@ -4,27 +4,34 @@ import (
 	"context"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
-var grpcAccepted = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "accepted"))
+var (
+	grpcAccepted  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "accepted"))
+	grpcMalformed = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "malformed"))
+)
 
 func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
 	if !r.cfg.Protocols.GRPC.HasValue() {
 		return nil
 	}
 	cfg := r.cfg.Protocols.GRPC.Get()
-	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings)
+	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
+		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})))
 	if err != nil {
 		return err
 	}
-	ptraceotlp.RegisterGRPCServer(srv, &traceService{r: r})
+	srv.RegisterService(&traceServiceDesc, &traceService{r: r})
 	ln, err := cfg.NetAddr.Listen(ctx)
 	if err != nil {
 		return err
@@ -34,22 +41,99 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	return nil
 }
 
-// traceService is the OTLP TraceService of the receiver. Malformed messages
-// and oversized ones are refused by gRPC itself (InvalidArgument,
-// ResourceExhausted) before they reach Export.
-type traceService struct {
-	ptraceotlp.UnimplementedGRPCServer
-	r *gatewayReceiver
+// The OTLP TraceService, registered by hand so that a request's bytes reach
+// Export undecoded: like the HTTP path, a receiver in no traces pipeline
+// decodes them straight into events (no pdata), and one in a traces pipeline
+// unmarshals them into pdata to pass them on. Messages over
+// max_recv_msg_size_mib and undecompressable ones are refused by gRPC itself
+// (ResourceExhausted, Internal) before they reach Export.
+
+const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Export", Handler: exportHandler}},
+	Metadata:    "opentelemetry/proto/collector/trace/v1/trace_service.proto",
 }
 
-func (s *traceService) Export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	if err := s.r.ingest(ctx, req.Traces()); err != nil {
-		code := codes.Unavailable
-		if consumererror.IsPermanent(err) {
-			code = codes.InvalidArgument
-		}
-		return ptraceotlp.NewExportResponse(), status.Error(code, "traces pipeline refused the spans: "+err.Error())
+// rawRequest is an ExportTraceServiceRequest kept as bytes, in a pooled
+// scratch owned by the call until exportHandler returns.
+type rawRequest struct{ s *exportScratch }
+
+// exportResponse is the empty ExportTraceServiceResponse (zero bytes).
+type exportResponse struct{}
+
+// rawCodec moves rawRequest bytes and exportResponse; anything else (the
+// server's own messages) goes to the proto codec.
+type rawCodec struct{ delegate encoding.CodecV2 }
+
+func (c rawCodec) Name() string { return "proto" }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if _, ok := v.(*exportResponse); ok {
+		return nil, nil
 	}
-	s.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
-	return ptraceotlp.NewExportResponse(), nil
+	return c.delegate.Marshal(v)
+}
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	req, ok := v.(*rawRequest)
+	if !ok {
+		return c.delegate.Unmarshal(data, v)
+	}
+	n := data.Len()
+	if cap(req.s.body) < n {
+		req.s.body = make([]byte, n)
+	}
+	req.s.body = req.s.body[:n]
+	data.CopyTo(req.s.body)
+	return nil
+}
+
+type traceService struct{ r *gatewayReceiver }
+
+// exportHandler decodes the call into a rawRequest and runs Export through
+// the server's interceptors (auth among them), so nothing is counted before
+// they let the call through.
+func exportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) { //nolint:revive // gRPC's handler signature
+	svc := srv.(*traceService)
+	s := svc.r.getScratch()
+	defer svc.r.putScratch(s)
+	in := &rawRequest{s: s}
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return svc.export(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return svc.export(ctx, req.(*rawRequest))
+	})
+}
+
+func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportResponse, error) {
+	r, s := svc.r, in.s
+	if r.nextTraces == nil {
+		if err := r.countProto(ctx, s, s.body); err != nil {
+			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
+		}
+	} else {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(s.body); err != nil {
+			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
+		}
+		if err := r.ingest(ctx, req.Traces()); err != nil {
+			code := codes.Unavailable
+			if consumererror.IsPermanent(err) {
+				code = codes.InvalidArgument
+			}
+			return nil, status.Error(code, "traces pipeline refused the spans: "+err.Error())
+		}
+	}
+	r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
+	return &exportResponse{}, nil
 }
