@@ -207,9 +207,15 @@ func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 	return s
 }
 
+// strings lists the tuple's string fields, the ones cloneKey copies and
+// encodeKey writes: one list, so a new field cannot be missed by either.
+func (k *tupleKey) strings() [13]*string {
+	return [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model}
+}
+
 func cloneKey(k tupleKey) tupleKey {
-	for _, p := range []*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
-		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model} {
+	for _, p := range k.strings() {
 		*p = strings.Clone(*p)
 	}
 	return k
@@ -218,8 +224,7 @@ func cloneKey(k tupleKey) tupleKey {
 // encodeKey appends k's fields, each string length-prefixed, so two tuples
 // encode alike only when they are equal.
 func encodeKey(dst []byte, k *tupleKey) []byte {
-	for _, f := range [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
-		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model} {
+	for _, f := range k.strings() {
 		dst = binary.AppendUvarint(dst, uint64(len(*f)))
 		dst = append(dst, *f...)
 	}
