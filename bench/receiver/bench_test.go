@@ -4,9 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
 )
 
 var workload = sync.OnceValue(NewWorkload)
@@ -50,33 +48,3 @@ func BenchmarkExport(b *testing.B) {
 	}
 }
 
-// BenchmarkMap is the receiver's span mapping alone (gateway.SpanCounter
-// over the unmarshalled workload), without HTTP, unmarshalling or
-// aggregation. One op is one export.
-//
-//	go test -run '^$' -bench Map -count 6 . | tee map.txt
-func BenchmarkMap(b *testing.B) {
-	w := workload()
-	reqs := make([]ptraceotlp.ExportRequest, len(w.Bodies))
-	for i, body := range w.Bodies {
-		reqs[i] = ptraceotlp.NewExportRequest()
-		if err := reqs[i].UnmarshalProto(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var c gateway.SpanCounter
-	n := 0
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		_, counted := c.Count(reqs[i].Traces(), func(*gateway.Event) {})
-		n += counted
-		if i++; i == len(reqs) {
-			i = 0
-		}
-	}
-	if n != b.N*RequestsPerExport {
-		b.Fatalf("counted %d requests, want %d", n, b.N*RequestsPerExport)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*SpansPerExport), "ns/span")
-}

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // healthKey identifies one row of the health table: one address of one

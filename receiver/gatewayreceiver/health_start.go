@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 

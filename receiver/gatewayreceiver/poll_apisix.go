@@ -3,7 +3,7 @@ package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/g
 import (
 	"context"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // apisixHealthPath is the APISIX control API's list of health checkers

@@ -3,7 +3,7 @@ package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/g
 import (
 	"context"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // envoyClustersPath is Envoy's admin cluster status in proto3 JSON

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // maxPages bounds one paginated walk even when every `next` is new: at

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/otelgateway/otelgateway/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 var (

@@ -6,7 +6,7 @@
 // from (pdata, or a decoded JSON entry): they are valid only while that input
 // is. A consumer that keeps one (as a map key, say) must copy it with
 // strings.Clone.
-package gateway // import "github.com/otelgateway/otelgateway/internal/gateway"
+package gateway // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 
 import (
 	"math"

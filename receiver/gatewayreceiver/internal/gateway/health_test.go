@@ -88,7 +88,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}{
 		{"kong HTML", "<html><body>502 Bad Gateway</body></html>", `Kong upstream health: invalid character '<' looking for beginning of value (body starts "<html><body>502 Bad Gateway</body></html>")`, kongHealth},
 		{"kong truncated", `{"data":[{"target":"a:1","health":"HEA`, `Kong upstream health: unexpected end of JSON input (body starts "{\"data\":[{\"target\":\"a:1\",\"health\":\"HEA")`, kongHealth},
-		{"kong data object", `{"data":{"health":"HEALTHY"}}`, `Kong upstream health: json: cannot unmarshal object into Go struct field kongPage[github.com/otelgateway/otelgateway/internal/gateway.kongTarget].data of type []gateway.kongTarget (body starts "{\"data\":{\"health\":\"HEALTHY\"}}")`, kongHealth},
+		{"kong data object", `{"data":{"health":"HEALTHY"}}`, `Kong upstream health: json: cannot unmarshal object into Go struct field kongPage[github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway.kongTarget].data of type []gateway.kongTarget (body starts "{\"data\":{\"health\":\"HEALTHY\"}}")`, kongHealth},
 		{"kong no data", `{"message":"Not found"}`, `Kong upstream health has no "data" array (body starts "{\"message\":\"Not found\"}")`, kongHealth},
 		{"kong list no data", `{}`, `Kong upstream list has no "data" array (body starts "{}")`, func(b []byte) error { _, err := DecodeKongUpstreams(b); return err }},
 		{"apisix object", `{"name":"/routes/1"}`, `APISIX healthcheck list: json: cannot unmarshal object into Go value of type []gateway.apisixChecker (body starts "{\"name\":\"/routes/1\"}")`, apisixHealth},

@@ -1,4 +1,4 @@
-package gateway // import "github.com/otelgateway/otelgateway/internal/gateway"
+package gateway // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 
 import (
 	"bytes"
