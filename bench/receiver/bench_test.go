@@ -3,8 +3,6 @@ package receiver
 import (
 	"sync"
 	"testing"
-
-
 )
 
 var workload = sync.OnceValue(NewWorkload)
@@ -47,4 +45,3 @@ func BenchmarkExport(b *testing.B) {
 		})
 	}
 }
-
