@@ -25,7 +25,7 @@ const (
 )
 
 // fakeKongAdmin serves GET /upstreams and GET /upstreams/{id}/health as Kong
-// does (gateway-formats.md §1b): `data`, an opaque `offset`, `next` as a
+// does (docs/gateways.md §1b): `data`, an opaque `offset`, `next` as a
 // path (null on the last page), node_id. Every target has one address.
 type fakeKongAdmin struct {
 	mu      sync.Mutex

@@ -29,7 +29,7 @@ func profileConfig(profile string) string {
 }
 
 // kongHTTPLogEntry is one http-log entry shaped like Kong 3.8's sample
-// (gateway-formats.md §1d).
+// (docs/gateways.md §1d).
 func kongHTTPLogEntry(route, consumer string, status, reqSize, respSize int) string {
 	c := "null"
 	if consumer != "" {
@@ -121,7 +121,7 @@ func TestKongProfile(t *testing.T) {
 		}
 	}
 	sort.Strings(got)
-	// Kong's own format (gateway-formats.md §1c): its label order, empty
+	// Kong's own format (docs/gateways.md §1c): its label order, empty
 	// labels written.
 	want := []string{
 		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer=""} 50`,
@@ -180,7 +180,7 @@ func TestAPISIXProfile(t *testing.T) {
 		func(m map[string]string) string { return m["type"] })
 }
 
-// apisixResource is APISIX's default resource (gateway-formats.md §2a).
+// apisixResource is APISIX's default resource (docs/gateways.md §2a).
 func apisixResource() *resource.Resource {
 	return resource.NewSchemaless(
 		attribute.String("service.name", "APISIX"),

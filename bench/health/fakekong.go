@@ -21,7 +21,7 @@ import (
 // internal/testutil.FakeKong (internal packages of another module cannot be
 // imported): the happy path only, GET /upstreams and
 // GET /upstreams/{id}/health in Kong's paginated shapes
-// (gateway-formats.md §1b), every page rendered once at start so serving
+// (docs/gateways.md §1b), every page rendered once at start so serving
 // costs little CPU. It runs in a child process (this test binary re-executed
 // with envFakeKong set), so the receiver's CPU time (getrusage of this
 // process) does not include the fake's; the child reports its own on

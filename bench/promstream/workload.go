@@ -17,7 +17,7 @@ import (
 )
 
 // Family names as Kong's Prometheus plugin exposes them
-// (gateway-formats.md §1c).
+// (docs/gateways.md §1c).
 const (
 	HealthName   = "kong_upstream_target_health"
 	RequestsName = "kong_http_requests_total"
@@ -36,7 +36,7 @@ const (
 )
 
 // LatencyBounds are Kong's UPSTREAM_LATENCY_BUCKETS, which
-// kong_request_latency_ms uses (gateway-formats.md §1c): 13 finite bounds,
+// kong_request_latency_ms uses (docs/gateways.md §1c): 13 finite bounds,
 // plus the implicit +Inf bucket.
 var LatencyBounds = []float64{25, 50, 80, 100, 250, 400, 700, 1000, 2000, 5000, 10000, 30000, 60000}
 

@@ -64,7 +64,7 @@ func NewWorkload() *Workload {
 	for e := range Exports {
 		td := ptrace.NewTraces()
 		rs := td.ResourceSpans().AppendEmpty()
-		// Kong's default resource (gateway-formats.md §1a).
+		// Kong's default resource (docs/gateways.md §1a).
 		res := rs.Resource().Attributes()
 		res.PutStr("service.name", "kong")
 		res.PutStr("service.instance.id", "9343ac04-81d6-4ac8-bb5a-c7322c823368")

@@ -76,7 +76,7 @@ func TestKongParityLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := get(t, e, metricsPath, http.Header{"Accept": {acceptText004}}).Body.String()
-	// The counter line is the spec-verified Kong line (gateway-formats.md
+	// The counter line is the spec-verified Kong line (docs/gateways.md
 	// §1c), value aside.
 	want := []string{
 		`kong_http_requests_total{service="",route="serverless",code="200",source="kong",workspace="default",consumer=""} 2`,

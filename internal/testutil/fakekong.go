@@ -44,7 +44,7 @@ type fakeUpstream struct {
 }
 
 // FakeKong serves the Kong Admin API paths the health poller reads, in
-// Kong's real shapes (gateway-formats.md §1b): GET /upstreams and
+// Kong's real shapes (docs/gateways.md §1b): GET /upstreams and
 // GET /upstreams/{id}/health, both paginated with `size`, an opaque
 // `offset` and a `next` path (null on the last page), plus node_id.
 // Responses are rendered with append, so a 10k-upstream fake costs little

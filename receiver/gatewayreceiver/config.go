@@ -3,6 +3,9 @@ package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/g
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -20,8 +23,6 @@ const (
 	defaultFlushInterval = 5 * time.Second
 	defaultMaxSeries     = 10000
 	tracesURLPath        = "/v1/traces"
-	kongLogURLPath       = "/kong/http-log"
-	apisixLogURLPath     = "/apisix/http-logger"
 )
 
 // Config is the gateway receiver's configuration.
@@ -93,10 +94,8 @@ func (c *Config) Validate() error {
 	if c.FlushInterval <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))
 	}
-	switch c.Profile {
-	case profileOTel, profileKong, profileAPISIX:
-	default:
-		errs = errors.Join(errs, fmt.Errorf("profile must be %q, %q or %q, got %q", profileOTel, profileKong, profileAPISIX, c.Profile))
+	if !slices.Contains(profileNames(), c.Profile) {
+		errs = errors.Join(errs, fmt.Errorf("profile must be %s, got %q", quotedOr(profileNames()), c.Profile))
 	}
 	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
 		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
@@ -110,10 +109,26 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
 	}
 	if k, ok := gateway.ParseKind(c.Detect); !ok || k.String() != c.Detect {
-		errs = errors.Join(errs, fmt.Errorf("detect must be one of auto, kong, apisix, envoy, semconv, got %q", c.Detect))
+		errs = errors.Join(errs, fmt.Errorf("detect must be one of %s, got %q", gateway.OneOf(gateway.DetectNames()), c.Detect))
 	}
 	errs = errors.Join(errs, c.validateHealth())
 	return errs
+}
+
+// quotedOr words names as `"a", "b" or "c"`.
+func quotedOr(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		switch {
+		case i == 0:
+		case i == len(names)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(n))
+	}
+	return b.String()
 }
 
 // dimensionOf names an optional otel-profile attribute.

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 func TestHealthConfig(t *testing.T) {
@@ -19,16 +20,17 @@ func TestHealthConfig(t *testing.T) {
 		}},
 		{file: "health_defaults.yaml", check: func(t *testing.T, c *Config) {
 			h := c.Health.Get()
-			if h.Profile != "" || c.healthProfile() != ProfileOTel || h.ReportInterval != defaultReportInterval || h.StaleAfter != defaultStaleAfter ||
-				h.Shard.Count != 1 || !h.Push.HasValue() || h.Push.Get().Path != defaultHealthPushPath {
+			if h.Profile != "" || c.healthProfile() != ProfileOTel || h.ReportInterval != 30*time.Second || h.StaleAfter != time.Minute ||
+				h.Shard.Count != 1 || !h.Push.HasValue() || h.Push.Get().Path != health.DefaultPushPath {
 				t.Errorf("defaults: %+v", h)
 			}
 			if p := h.Push.Get(); p.StaleAfter != 5*time.Minute || p.Expiry != time.Hour || p.MaxTargets != 100_000 {
 				t.Errorf("push defaults: %+v", *p)
 			}
-			p := h.Kong[0]
-			if p.interval() != defaultPollInterval || p.timeout() != defaultPollTimeout || p.maxConcurrency(pollKong) != 16 || p.pageSize() != 1000 {
-				t.Errorf("poller defaults: interval %v timeout %v max_concurrency %d page_size %d", p.interval(), p.timeout(), p.maxConcurrency(pollKong), p.pageSize())
+			// Poller fields left out stay zero: the poller takes its
+			// defaults (internal/health TestPollerDefaults).
+			if p := h.Pollers["kong"][0]; p.Endpoint != "http://kong:8001" || p.Interval != 0 || p.Timeout != 0 || p.MaxConcurrency != 0 || p.PageSize != 0 {
+				t.Errorf("poller: %+v", p)
 			}
 		}},
 		{file: "health_full.yaml", check: func(t *testing.T, c *Config) {
@@ -40,14 +42,14 @@ func TestHealthConfig(t *testing.T) {
 			if p := h.Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 {
 				t.Errorf("push: %+v", *p)
 			}
-			k := h.Kong[0]
+			k := h.Pollers["kong"][0]
 			if k.Endpoint != "https://kong-0.internal:8444" || k.Instance != "kong-0" || string(k.AdminToken) != "s3cret" ||
 				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 ||
 				!k.TLS.InsecureSkipVerify || len(k.Headers) != 1 || string(k.Headers[0].Value) != "edge" {
 				t.Errorf("kong: %+v", k)
 			}
-			if len(h.APISIX) != 1 || h.APISIX[0].maxConcurrency(pollAPISIX) != 1 || h.Envoy[0].interval() != 20*time.Second {
-				t.Errorf("apisix %+v envoy %+v", h.APISIX, h.Envoy)
+			if len(h.Pollers["apisix"]) != 1 || h.Pollers["apisix"][0].Endpoint != "http://apisix-0:9090" || h.Pollers["envoy"][0].Interval != 20*time.Second {
+				t.Errorf("apisix %+v envoy %+v", h.Pollers["apisix"], h.Pollers["envoy"])
 			}
 		}},
 		{file: "health_bad_values.yaml", wantError: "health: report_interval must be positive, got 0s\n" +

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -26,7 +27,7 @@ import (
 // tests run polls and emissions by hand, one at a time.
 type healthHarness struct {
 	r    *gatewayReceiver
-	h    *healthReceiver
+	h    *health.Manual
 	sink *consumertest.MetricsSink
 	tel  *componenttest.Telemetry
 	logs *observer.ObservedLogs
@@ -52,13 +53,16 @@ func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := r.buildHealth(context.Background(), componenttest.NewNopHost())
+	h, err := health.NewManual(context.Background(), componenttest.NewNopHost(), health.Settings{
+		Config: cfg.Health.Get(), Naming: profileByName(string(cfg.healthProfile())).health, Next: hh.sink,
+		Telemetry: r.telemetry, TelemetrySettings: set.TelemetrySettings, Logger: set.Logger,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hh.r, hh.h = r, h
 	t.Cleanup(func() {
-		h.closeClients()
+		h.Close()
 		_ = hh.tel.Shutdown(context.Background())
 	})
 	return hh
@@ -66,8 +70,8 @@ func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 
 // pollAndEmit runs one poll of poller i and emits the queued changes.
 func (hh *healthHarness) pollAndEmit(i int) {
-	hh.h.pollers[i].poll(context.Background())
-	hh.h.em.emit(context.Background(), false)
+	hh.h.Poll(i)
+	hh.h.Emit(false)
 }
 
 // seriesState replays every batch the sink received in order, as the
@@ -201,4 +205,9 @@ func smallKongWant() map[string]int64 {
 	kongSeries(want, "kong-1", "search", "10.0.1.1:9200", "10.0.1.1:9200", "healthchecks_off")
 	kongSeries(want, "kong-1", "mock-upstream", "10.0.2.1:80", "10.0.2.1:80", "unhealthy")
 	return want
+}
+
+// pollersOf is a health section's poller lists with one gateway's list.
+func pollersOf(gateway string, list ...PollerConfig) map[string][]PollerConfig {
+	return map[string][]PollerConfig{gateway: list}
 }

@@ -42,9 +42,6 @@ var (
 // Media types each path accepts; the first is named in 415 answers.
 var (
 	otlpMediaTypes = []string{pbContentType, jsonContentType}
-	kongMediaTypes = []string{jsonContentType}
-	// APISIX sends new_line batches as NDJSON (often labelled text/plain).
-	apisixMediaTypes = []string{jsonContentType, "application/x-ndjson", "text/plain"}
 )
 
 func httpOutcome(o string) attribute.Set {
@@ -58,9 +55,12 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 	cfg := r.cfg.Protocols.HTTP.Get()
 	mux := http.NewServeMux()
 	mux.HandleFunc(tracesURLPath, r.handleTraces)
-	mux.HandleFunc(kongLogURLPath, r.handleKongLog)
-	mux.HandleFunc(apisixLogURLPath, r.handleAPISIXLog)
-	r.registerHealthPush(mux)
+	for _, f := range newLogFormats() {
+		mux.HandleFunc(f.spec.Path, func(w http.ResponseWriter, req *http.Request) { r.handleLog(w, req, f) })
+	}
+	if r.health != nil && r.health.PushHandler() != nil {
+		mux.Handle(r.health.PushPath(), r.health.PushHandler())
+	}
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
 		confighttp.WithErrorHandler(r.decompressError))
 	if err != nil {

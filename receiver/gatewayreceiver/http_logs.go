@@ -14,36 +14,26 @@ import (
 // maxListedErrors bounds the entry errors echoed back in one answer.
 const maxListedErrors = 10
 
-// logFormat is one access-log ingest path.
+// logFormat is one access-log ingest path (a gateway's gateway.LogSpec)
+// with its telemetry attribute sets.
 type logFormat struct {
-	name       string
-	mediaTypes []string
-	decode     func(body []byte, fn func(*gateway.Event)) (int, []gateway.EntryError, error)
-	accepted   attribute.Set
-	rejected   attribute.Set
+	spec     *gateway.LogSpec
+	accepted attribute.Set
+	rejected attribute.Set
 }
 
-func newLogFormat(name string, mediaTypes []string, decode func([]byte, func(*gateway.Event)) (int, []gateway.EntryError, error)) logFormat {
-	return logFormat{
-		name: name, mediaTypes: mediaTypes, decode: decode,
-		accepted: attribute.NewSet(attribute.String("format", name), attribute.String("outcome", "accepted")),
-		rejected: attribute.NewSet(attribute.String("format", name), attribute.String("outcome", "rejected")),
+// newLogFormats lists the registered gateways' log paths (read when a
+// receiver starts, so a gateway registered by a test is served too).
+func newLogFormats() []*logFormat {
+	var out []*logFormat
+	for _, spec := range gateway.Logs() {
+		out = append(out, &logFormat{
+			spec:     spec,
+			accepted: attribute.NewSet(attribute.String("format", spec.Format), attribute.String("outcome", "accepted")),
+			rejected: attribute.NewSet(attribute.String("format", spec.Format), attribute.String("outcome", "rejected")),
+		})
 	}
-}
-
-var (
-	kongLog   = newLogFormat("kong_http_log", kongMediaTypes, gateway.DecodeKongHTTPLog)
-	apisixLog = newLogFormat("apisix_http_logger", apisixMediaTypes, gateway.DecodeAPISIXHTTPLogger)
-)
-
-// handleKongLog serves POST /kong/http-log (Kong's http-log plugin).
-func (r *gatewayReceiver) handleKongLog(w http.ResponseWriter, req *http.Request) {
-	r.handleLog(w, req, &kongLog)
-}
-
-// handleAPISIXLog serves POST /apisix/http-logger (APISIX's http-logger).
-func (r *gatewayReceiver) handleAPISIXLog(w http.ResponseWriter, req *http.Request) {
-	r.handleLog(w, req, &apisixLog)
+	return out
 }
 
 // logAnswer is the JSON body of every log answer.
@@ -61,7 +51,7 @@ type logAnswer struct {
 // the accepted entries again. Only a batch with nothing usable gets 400.
 func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f *logFormat) {
 	ctx := req.Context()
-	if _, ok := r.readEncoding(w, req, f.mediaTypes); !ok {
+	if _, ok := r.readEncoding(w, req, f.spec.MediaTypes); !ok {
 		return
 	}
 	s := r.getScratch()
@@ -70,9 +60,9 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	if !ok {
 		return
 	}
-	_, entryErrs, err := f.decode(body, s.collect)
+	_, entryErrs, err := f.spec.Decode(body, s.collect)
 	if err != nil {
-		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.name+" body: "+err.Error())
+		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())
 		return
 	}
 	ans := logAnswer{Accepted: len(s.events), Rejected: len(entryErrs)}

@@ -205,3 +205,9 @@ func TestAggregateDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// The log paths the README documents (the gateways' homes declare them).
+const (
+	kongLogURLPath   = "/kong/http-log"
+	apisixLogURLPath = "/apisix/http-logger"
+)

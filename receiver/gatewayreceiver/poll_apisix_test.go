@@ -37,7 +37,7 @@ func (f *fixtureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func startFixture(t *testing.T, path, file string) (*fixtureServer, string) {
 	t.Helper()
 	f := &fixtureServer{path: path}
-	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "gateway", "testdata", "health", file))
+	b, err := os.ReadFile(filepath.Join("internal", "gateway", "testdata", "health", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,10 @@ func simplePoller(endpoint, instance string) PollerConfig {
 // APISIX's tutorial output, `"nodes": {}` included, in the apisix profile;
 // then a checker vanishes and a node degrades to mostly_healthy (still 1).
 func TestAPISIXPollAPISIXProfile(t *testing.T) {
-	fx, url := startFixture(t, apisixHealthPath, "apisix_tutorial.json")
+	fx, url := startFixture(t, "/v1/healthcheck", "apisix_tutorial.json")
 	hh := newHealthHarness(t, func(c *HealthConfig) {
 		c.Profile = ProfileAPISIX
-		c.APISIX = []PollerConfig{simplePoller(url, "apisix-0")}
+		c.Pollers = pollersOf("apisix", simplePoller(url, "apisix-0"))
 	})
 	hh.pollAndEmit(0)
 	if a := fx.accept.Load(); a != "application/json" {
@@ -86,9 +86,9 @@ func TestAPISIXPollAPISIXProfile(t *testing.T) {
 // otel profile: envoy's one-hot set is healthy, degraded, unhealthy,
 // unknown.
 func TestEnvoyPollOTelProfile(t *testing.T) {
-	fx, url := startFixture(t, envoyClustersPath, "envoy_clusters.json")
+	fx, url := startFixture(t, "/clusters?format=json", "envoy_clusters.json")
 	hh := newHealthHarness(t, func(c *HealthConfig) {
-		c.Envoy = []PollerConfig{simplePoller(url, "envoy-0")}
+		c.Pollers = pollersOf("envoy", simplePoller(url, "envoy-0"))
 	})
 	hh.pollAndEmit(0)
 	want := map[string]int64{}

@@ -1,7 +1,6 @@
 package gatewayreceiver
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 func TestKongPollKongProfile(t *testing.T) {
@@ -20,7 +20,7 @@ func TestKongPollKongProfile(t *testing.T) {
 	srv := startFakeKong(t, f)
 	hh := newHealthHarness(t, func(c *HealthConfig) {
 		c.Profile = ProfileKong
-		c.Kong = []PollerConfig{kongPoller(srv.URL, func(p *PollerConfig) { p.AdminToken = "s3cret" })}
+		c.Pollers = pollersOf("kong", kongPoller(srv.URL, func(p *PollerConfig) { p.AdminToken = "s3cret" }))
 	})
 	hh.pollAndEmit(0)
 	want := smallKongWant()
@@ -46,7 +46,7 @@ func TestKongPollKongProfile(t *testing.T) {
 	if got := len(hh.sink.AllMetrics()); got != len(all) {
 		t.Errorf("a poll without changes emitted %d batches", got-len(all))
 	}
-	hh.h.em.emit(context.Background(), true)
+	hh.h.Emit(true)
 	last := hh.sink.AllMetrics()[len(hh.sink.AllMetrics())-1]
 	if n := pointsIn(last); n != 6*4 {
 		t.Errorf("snapshot has %d points, want 24", n)
@@ -76,7 +76,7 @@ func TestKongPollKongProfile(t *testing.T) {
 func TestKongPollOTelProfile(t *testing.T) {
 	srv := startFakeKong(t, smallKong())
 	hh := newHealthHarness(t, func(c *HealthConfig) {
-		c.Kong = []PollerConfig{kongPoller(srv.URL, nil)}
+		c.Pollers = pollersOf("kong", kongPoller(srv.URL, nil))
 	})
 	hh.pollAndEmit(0)
 	want := map[string]int64{}
@@ -113,6 +113,9 @@ func TestKongPollOTelProfile(t *testing.T) {
 // Each fault: the poll's outcome, the rows keep their last state (nothing
 // swept), one warning for three failing polls, and after stale_after the
 // rows turn unknown (all four Kong series 0).
+// defaultPollInterval is a poller's interval when none is set.
+const defaultPollInterval = 10 * time.Second
+
 func TestKongFaults(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -135,7 +138,7 @@ func TestKongFaults(t *testing.T) {
 			srv := startFakeKong(t, f)
 			hh := newHealthHarness(t, func(hc *HealthConfig) {
 				hc.Profile = ProfileKong
-				hc.Kong = []PollerConfig{kongPoller(srv.URL, func(p *PollerConfig) { p.Timeout = 200 * time.Millisecond })}
+				hc.Pollers = pollersOf("kong", kongPoller(srv.URL, func(p *PollerConfig) { p.Timeout = 200 * time.Millisecond }))
 			})
 			hh.pollAndEmit(0)
 			want := smallKongWant()
@@ -161,14 +164,14 @@ func TestKongFaults(t *testing.T) {
 			if got := warns[0].ContextMap()["error"].(string); !strings.Contains(got, c.logMsg) {
 				t.Errorf("logged error %q, want it to contain %q", got, c.logMsg)
 			}
-			if p := hh.h.pollers[0]; p.failures != 3 || p.nextDelay() != 8*defaultPollInterval {
-				t.Errorf("after 3 failures: failures %d, next delay %v, want 3 and %v", p.failures, p.nextDelay(), 8*defaultPollInterval)
+			if failures, next := hh.h.PollerBackoff(0); failures != 3 || next != 8*defaultPollInterval {
+				t.Errorf("after 3 failures: failures %d, next delay %v, want 3 and %v", failures, next, 8*defaultPollInterval)
 			}
 
 			// Past stale_after every polled row is unknown: Kong prints 0
 			// for all four states.
-			hh.h.table.expireStale(time.Now().Add(hh.h.cfg.StaleAfter+time.Second), hh.h.cfg.StaleAfter)
-			hh.h.em.emit(context.Background(), false)
+			hh.h.ExpireStale(time.Now().Add(hh.h.Config().StaleAfter+time.Second), hh.h.Config().StaleAfter)
+			hh.h.Emit(false)
 			for k := range want {
 				want[k] = 0
 			}
@@ -197,7 +200,7 @@ func TestKongOneUpstreamFails(t *testing.T) {
 	srv := startFakeKong(t, f)
 	hh := newHealthHarness(t, func(c *HealthConfig) {
 		c.Profile = ProfileKong
-		c.Kong = []PollerConfig{kongPoller(srv.URL, nil)}
+		c.Pollers = pollersOf("kong", kongPoller(srv.URL, nil))
 	})
 	hh.pollAndEmit(0)
 	f.SetUpstreamFault("search", testutil.FaultHTML)
@@ -213,8 +216,8 @@ func TestKongOneUpstreamFails(t *testing.T) {
 	// Only the failing upstream's row goes stale: it was last confirmed
 	// before the second poll, every other row by it.
 	now := time.Now()
-	hh.h.table.expireStale(now, now.Sub(secondPoll))
-	hh.h.em.emit(context.Background(), false)
+	hh.h.ExpireStale(now, now.Sub(secondPoll))
+	hh.h.Emit(false)
 	kongSeries(want, "kong-1", "search", "10.0.1.1:9200", "10.0.1.1:9200", "none")
 	checkSeries(t, seriesState(hh.sink.AllMetrics()), want)
 }
@@ -223,7 +226,7 @@ func TestKongAdminTokenRequired(t *testing.T) {
 	f := smallKong()
 	f.Token = "s3cret"
 	srv := startFakeKong(t, f)
-	hh := newHealthHarness(t, func(c *HealthConfig) { c.Kong = []PollerConfig{kongPoller(srv.URL, nil)} })
+	hh := newHealthHarness(t, func(c *HealthConfig) { c.Pollers = pollersOf("kong", kongPoller(srv.URL, nil)) })
 	hh.pollAndEmit(0)
 	if n := testutil.Int64Sum(t, hh.tel, "otelcol_receiver_gateway_health_polls", attribute.String("outcome", "http_status")); n != 1 {
 		t.Errorf("polls without the token: http_status = %d, want 1", n)
@@ -242,8 +245,8 @@ func TestKongShards(t *testing.T) {
 	for i := range 2 {
 		hh := newHealthHarness(t, func(c *HealthConfig) {
 			c.Profile = ProfileKong
-			c.Shard = ShardConfig{Index: i, Count: 2}
-			c.Kong = []PollerConfig{kongPoller(srv.URL, func(p *PollerConfig) { p.PageSize = 0 })}
+			c.Shard = health.ShardConfig{Index: i, Count: 2}
+			c.Pollers = pollersOf("kong", kongPoller(srv.URL, func(p *PollerConfig) { p.PageSize = 0 }))
 		})
 		hh.pollAndEmit(0)
 		n := 0
@@ -280,10 +283,10 @@ func TestSlowPollerBlocksNothing(t *testing.T) {
 	h := start(t, sink, func(c *Config) {
 		hc := defaultHealthConfig()
 		hc.Profile = ProfileKong
-		hc.Kong = []PollerConfig{
+		hc.Pollers = pollersOf("kong",
 			kongPoller(slowSrv.URL, func(p *PollerConfig) { p.Instance = "slow"; p.Timeout = time.Hour }),
 			kongPoller(fastSrv.URL, nil),
-		}
+		)
 		c.Health = configoptional.Some(hc)
 	})
 	waitFor(t, func() bool { return len(seriesState(sink.AllMetrics())) == 24 })

@@ -76,10 +76,10 @@ func (p *pipeline) post(t *testing.T, path, body string) {
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", jsonContentType)
 	rec := httptest.NewRecorder()
-	if path == kongLogURLPath {
-		p.r.handleKongLog(rec, req)
-	} else {
-		p.r.handleAPISIXLog(rec, req)
+	for _, f := range newLogFormats() {
+		if f.spec.Path == path {
+			p.r.handleLog(rec, req, f)
+		}
 	}
 	if rec.Code != http.StatusOK {
 		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
@@ -149,7 +149,7 @@ func storedForm(t *testing.T, line string) (series, value string) {
 	return m[1] + "{" + strings.Join(labels, ",") + "}", m[3]
 }
 
-// checkSpecLines asserts that every spec-verified line (gateway-formats.md)
+// checkSpecLines asserts that every spec-verified line (docs/gateways.md)
 // is a series of the exposition, as Prometheus stores both, with the value
 // given (or any value for N).
 func checkSpecLines(t *testing.T, exposition []byte, spec []string, values []string) {
@@ -180,7 +180,7 @@ func checkSpecLines(t *testing.T, exposition []byte, spec []string, values []str
 // exit on the same route and an event without a route (not counted, as in
 // Kong), through the kong profile, the cumulative processor and the
 // promstream exporter; the exposition must hold the lines Kong's Prometheus
-// plugin writes (gateway-formats.md §1c), with the sample's values.
+// plugin writes (docs/gateways.md §1c), with the sample's values.
 func TestKongProfileMatchesKongExposition(t *testing.T) {
 	p := newPipeline(t, profileKong)
 	sample, err := os.ReadFile("testdata/kong-3.8-http-log.json")
@@ -235,7 +235,7 @@ func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
 // TestKongProfileAIFromHTTPLog: an ai-proxy request logged by Kong ≥ 3.8
 // (ai.proxy meta and usage, internal/gateway/kong_ai.go) feeds the kong
 // profile's AI families, labelled and valued as Kong's Prometheus plugin
-// labels them (gateway-formats.md §1c). The entry is posted alone and in a
+// labels them (docs/gateways.md §1c). The entry is posted alone and in a
 // batch beside a plain entry, which adds no AI series.
 //
 // Provider latency is meta.llm_latency (1530 ms), what Kong observes, not

@@ -1,7 +1,6 @@
 package gatewayreceiver
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 func pushHarness(t *testing.T, maxTargets int) *healthHarness {
@@ -27,7 +27,7 @@ func pushHarness(t *testing.T, maxTargets int) *healthHarness {
 
 func kongEvent(target, ip, state string) *gateway.HealthEvent {
 	st, _ := gateway.ParseHealthState(state)
-	return &gateway.HealthEvent{Gateway: "kong-7", HealthKind: gateway.HealthKindKong,
+	return &gateway.HealthEvent{Gateway: "kong-7", Kind: gateway.KindKong,
 		TargetHealth: gateway.TargetHealth{Upstream: "billing", Target: target, IP: ip, Port: "8080", State: st}}
 }
 
@@ -36,14 +36,14 @@ func kongEvent(target, ip, state string) *gateway.HealthEvent {
 // refreshes it.
 func TestPushedRowsStaleThenExpire(t *testing.T) {
 	hh := pushHarness(t, 10)
-	tab, cfg := hh.h.table, hh.h.cfg.Push.Get()
+	m := hh.h
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	step := func(at time.Duration) {
-		tab.expirePushed(t0.Add(at), cfg.StaleAfter, cfg.Expiry)
-		hh.h.em.emit(context.Background(), false)
+		m.ExpirePushed(t0.Add(at))
+		m.Emit(false)
 	}
 	for _, ev := range []*gateway.HealthEvent{kongEvent("a:8080", "10.0.0.1", "healthy"), kongEvent("b:8080", "10.0.0.2", "unhealthy")} {
-		if got := tab.applyEvent(ev, t0, cfg.MaxTargets); got != pushApplied {
+		if got := m.ApplyEvent(ev, t0); got != health.PushApplied {
 			t.Fatalf("apply: %d", got)
 		}
 	}
@@ -55,7 +55,7 @@ func TestPushedRowsStaleThenExpire(t *testing.T) {
 
 	// a is refreshed at 30s; at 60s exactly neither is stale yet (strictly
 	// older than the cutoff), at 61s b is unknown (0 in Kong's four series).
-	tab.applyEvent(kongEvent("a:8080", "10.0.0.1", "healthy"), t0.Add(30*time.Second), cfg.MaxTargets)
+	m.ApplyEvent(kongEvent("a:8080", "10.0.0.1", "healthy"), t0.Add(30*time.Second))
 	step(time.Minute)
 	checkSeries(t, seriesState(hh.sink.AllMetrics()), want)
 	step(61 * time.Second)
@@ -77,8 +77,8 @@ func TestPushedRowsStaleThenExpire(t *testing.T) {
 	if got := seriesState(hh.sink.AllMetrics()); len(got) != 0 {
 		t.Fatalf("series left after expiry: %v", got)
 	}
-	if tab.pushed != 0 || len(tab.entries) != 0 {
-		t.Fatalf("table keeps %d pushed rows, %d rows", tab.pushed, len(tab.entries))
+	if rows, pushed := m.Rows(); pushed != 0 || rows != 0 {
+		t.Fatalf("table keeps %d pushed rows, %d rows", pushed, rows)
 	}
 	// A removal is sent with no recorded value: the last batch withdraws a.
 	last := hh.sink.AllMetrics()[len(hh.sink.AllMetrics())-1]
@@ -106,30 +106,30 @@ func delete4(want map[string]int64, target, address string) {
 // that reports a pushed row takes it over, freeing its push slot.
 func TestPushExpiryLeavesPolledRows(t *testing.T) {
 	hh := pushHarness(t, 1)
-	tab, cfg := hh.h.table, hh.h.cfg.Push.Get()
+	m := hh.h
 	t0 := time.Now()
-	p := &poller{instance: "kong-7", gkind: gateway.HealthKindKong}
-	tab.applyPoll(p, 1, t0, []gateway.TargetHealth{{Upstream: "billing", Target: "a:8080", IP: "10.0.0.1", Port: "8080", State: gateway.HealthHealthy}})
+	pushed := func() int { _, n := m.Rows(); return n }
+	m.ApplyPoll("kong-7", gateway.KindKong, 1, t0, []gateway.TargetHealth{{Upstream: "billing", Target: "a:8080", IP: "10.0.0.1", Port: "8080", State: gateway.HealthHealthy}})
 	// A push about the polled row updates it but takes no push slot.
-	if got := tab.applyEvent(kongEvent("a:8080", "10.0.0.1", "unhealthy"), t0, cfg.MaxTargets); got != pushApplied || tab.pushed != 0 {
-		t.Fatalf("push on a polled row: %d, pushed %d", got, tab.pushed)
+	if got := m.ApplyEvent(kongEvent("a:8080", "10.0.0.1", "unhealthy"), t0); got != health.PushApplied || pushed() != 0 {
+		t.Fatalf("push on a polled row: %d, pushed %d", got, pushed())
 	}
-	if got := tab.applyEvent(kongEvent("b:8080", "10.0.0.2", "healthy"), t0, cfg.MaxTargets); got != pushApplied || tab.pushed != 1 {
-		t.Fatalf("push b: %d, pushed %d", got, tab.pushed)
+	if got := m.ApplyEvent(kongEvent("b:8080", "10.0.0.2", "healthy"), t0); got != health.PushApplied || pushed() != 1 {
+		t.Fatalf("push b: %d, pushed %d", got, pushed())
 	}
-	if got := tab.applyEvent(kongEvent("c:8080", "10.0.0.3", "healthy"), t0, cfg.MaxTargets); got != pushOverLimit {
+	if got := m.ApplyEvent(kongEvent("c:8080", "10.0.0.3", "healthy"), t0); got != health.PushOverLimit {
 		t.Fatalf("push c over the limit: %d", got)
 	}
 	// The poller now lists b: it becomes the poller's, the slot frees up.
-	tab.applyPoll(p, 2, t0, []gateway.TargetHealth{{Upstream: "billing", Target: "b:8080", IP: "10.0.0.2", Port: "8080", State: gateway.HealthHealthy}})
-	if tab.pushed != 0 {
-		t.Fatalf("pushed = %d after the poll took b over", tab.pushed)
+	m.ApplyPoll("kong-7", gateway.KindKong, 2, t0, []gateway.TargetHealth{{Upstream: "billing", Target: "b:8080", IP: "10.0.0.2", Port: "8080", State: gateway.HealthHealthy}})
+	if pushed() != 0 {
+		t.Fatalf("pushed = %d after the poll took b over", pushed())
 	}
-	if got := tab.applyEvent(kongEvent("c:8080", "10.0.0.3", "healthy"), t0, cfg.MaxTargets); got != pushApplied {
+	if got := m.ApplyEvent(kongEvent("c:8080", "10.0.0.3", "healthy"), t0); got != health.PushApplied {
 		t.Fatalf("push c after room freed: %d", got)
 	}
-	tab.expirePushed(t0.Add(time.Hour), cfg.StaleAfter, cfg.Expiry)
-	hh.h.em.emit(context.Background(), false)
+	m.ExpirePushed(t0.Add(time.Hour))
+	m.Emit(false)
 	want := map[string]int64{}
 	kongSeries(want, "kong-7", "billing", "a:8080", "10.0.0.1:8080", "unhealthy")
 	kongSeries(want, "kong-7", "billing", "b:8080", "10.0.0.2:8080", "healthy")
@@ -171,10 +171,10 @@ func TestPushMaxTargets(t *testing.T) {
 }
 
 func pushTo(hh *healthHarness, body string) (int, string) {
-	req := httptest.NewRequest(http.MethodPost, defaultHealthPushPath, strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, health.DefaultPushPath, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	hh.h.handlePush(rec, req)
+	hh.h.PushHandler().ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
 
@@ -189,7 +189,7 @@ func TestPushExpiryRunsOnReportTicks(t *testing.T) {
 		p.StaleAfter, p.Expiry = 100*time.Millisecond, 300*time.Millisecond
 		c.Health = configoptional.Some(hc)
 	})
-	if code, body := postHealth(t, "http://"+h.httpAddr+defaultHealthPushPath, "application/json",
+	if code, body := postHealth(t, "http://"+h.httpAddr+health.DefaultPushPath, "application/json",
 		`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"a:8080","address":"10.0.0.1:8080","state":"healthy"}`); code != http.StatusOK {
 		t.Fatalf("push: %d %s", code, body)
 	}

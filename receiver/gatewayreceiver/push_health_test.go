@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 func postHealth(t *testing.T, url, contentType, body string) (int, string) {
@@ -31,7 +32,7 @@ func TestPushedEvents(t *testing.T) {
 		hc.Profile = ProfileKong
 		c.Health = configoptional.Some(hc)
 	})
-	url := "http://" + h.httpAddr + defaultHealthPushPath
+	url := "http://" + h.httpAddr + health.DefaultPushPath
 	cases := []struct {
 		name, contentType, body string
 		wantCode                int
@@ -90,7 +91,7 @@ func TestPushedEvents(t *testing.T) {
 func TestPushDoesNotDisturbTraces(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.Health = configoptional.Some(defaultHealthConfig()) })
-	if code, _ := postHealth(t, "http://"+h.httpAddr+defaultHealthPushPath, "application/json", `{"gateway":"g","upstream":"u","target":"t:1","state":"healthy"}`); code != 200 {
+	if code, _ := postHealth(t, "http://"+h.httpAddr+health.DefaultPushPath, "application/json", `{"gateway":"g","upstream":"u","target":"t:1","state":"healthy"}`); code != 200 {
 		t.Fatalf("push: %d", code)
 	}
 	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, kongExport("GET", "/a", 200))); code != http.StatusOK {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -47,9 +48,9 @@ type gatewayReceiver struct {
 	stopFlush   chan struct{}
 	flushDone   chan struct{}
 
-	// health is the upstream-health part (health_start.go); nil when the
+	// health is the upstream-health part (internal/health); nil when the
 	// health section is absent.
-	health *healthReceiver
+	health *health.Health
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
@@ -90,6 +91,32 @@ func (r *gatewayReceiver) Start(ctx context.Context, host component.Host) error 
 	return nil
 }
 
+// startHealth builds and starts the health part when the health section is
+// configured. It runs before the HTTP server starts, so the push endpoint
+// finds its core ready. A receiver with a health section must be in a
+// metrics pipeline: the gauges have nowhere else to go.
+func (r *gatewayReceiver) startHealth(ctx context.Context, host component.Host) error {
+	if !r.cfg.Health.HasValue() {
+		return nil
+	}
+	if r.next == nil {
+		return errors.New("receiver " + r.settings.ID.String() + " has a health section but is in no metrics pipeline: " +
+			"list it under a metrics pipeline's receivers (service::pipelines::metrics::receivers), or remove its health section")
+	}
+	h, err := health.New(health.Settings{
+		Config: r.cfg.Health.Get(), Naming: profileByName(string(r.cfg.healthProfile())).health, Next: r.next,
+		Telemetry: r.telemetry, TelemetrySettings: r.settings.TelemetrySettings, Logger: r.settings.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := h.Start(ctx, host); err != nil {
+		return err
+	}
+	r.health = h
+	return nil
+}
+
 // serve runs a server's accept loop and reports a fatal error to the host.
 func (r *gatewayReceiver) serve(host component.Host, name string, ln net.Listener, serve func(net.Listener) error, closed error) {
 	r.settings.Logger.Info("Starting "+name+" server", zap.String("endpoint", ln.Addr().String()))
@@ -113,7 +140,10 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		r.serverGRPC.GracefulStop()
 	}
 	r.servers.Wait()
-	r.shutdownHealth()
+	if r.health != nil {
+		errs = errors.Join(errs, r.health.Shutdown(ctx))
+		r.health = nil
+	}
 	if r.stopFlush != nil {
 		close(r.stopFlush)
 		<-r.flushDone

@@ -77,7 +77,7 @@ func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
 }
 
 // kongExport is one Kong ≥ 3.4 request: the `kong` root SERVER span and its
-// balancer child (gateway-formats.md §1a).
+// balancer child (docs/gateways.md §1a).
 func kongExport(method, route string, status int64) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

@@ -1,7 +1,7 @@
 package gateway
 
 // apisixEntry is the part of APISIX's http-logger default log format
-// (log-util.lua get_full_log, gateway-formats.md §2d) that metrics need.
+// (log-util.lua get_full_log, docs/gateways.md §2d) that metrics need.
 type apisixEntry struct {
 	Request struct {
 		Method string `json:"method"`

@@ -15,41 +15,6 @@ import (
 	"strings"
 )
 
-// Kind is the gateway an event came from; it decides which mapper reads it.
-type Kind uint8
-
-const (
-	// KindAuto asks the mapper to detect the gateway (scope, then resource,
-	// then span attributes). It is only an input, never an event's kind.
-	KindAuto Kind = iota
-	// KindSemconv is any gateway following the HTTP semantic conventions.
-	KindSemconv
-	KindKong
-	KindAPISIX
-	KindEnvoy
-)
-
-var kindNames = [...]string{"auto", "semconv", "kong", "apisix", "envoy"}
-
-// String returns the kind's config name.
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
-}
-
-// ParseKind reads a config name ("auto", "semconv", "kong", "apisix",
-// "envoy").
-func ParseKind(s string) (Kind, bool) {
-	for i, n := range kindNames {
-		if s == n {
-			return Kind(i), true
-		}
-	}
-	return KindAuto, false
-}
-
 // Source says who produced the response the client got.
 type Source uint8
 

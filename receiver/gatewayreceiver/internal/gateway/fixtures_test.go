@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// Fixtures per gateway and version, shaped after gateway-formats.md: the
+// Fixtures per gateway and version, shaped after docs/gateways.md: the
 // attribute names, types and span names each version really sends.
 
 const t0 = pcommon.Timestamp(1_700_000_000_000_000_000)

@@ -12,7 +12,7 @@ import (
 type HealthState uint8
 
 // The states of every source, in one bounded set. Kong reports HEALTHY,
-// UNHEALTHY, DNS_ERROR and HEALTHCHECKS_OFF (gateway-formats.md §1b); APISIX
+// UNHEALTHY, DNS_ERROR and HEALTHCHECKS_OFF (docs/gateways.md §1b); APISIX
 // healthy, unhealthy, mostly_healthy and mostly_unhealthy (§2b); Envoy's host
 // flags map to healthy, degraded and unhealthy (§3a). Unknown is ours: a
 // target whose poller has failed for longer than stale_after.
@@ -75,63 +75,41 @@ func equalFoldASCII(a, b string) bool {
 	return true
 }
 
-// HealthKind is the gateway a health observation comes from. It picks the states a
-// one-hot metric enumerates for a target.
-type HealthKind uint8
-
-// The gateway kinds with a health source. HealthKindOther is a pushed event that
-// did not name its gateway kind.
-const (
-	HealthKindOther HealthKind = iota
-	HealthKindKong
-	HealthKindAPISIX
-	HealthKindEnvoy
-)
-
-var healthKindNames = [...]string{HealthKindOther: "gateway", HealthKindKong: "kong", HealthKindAPISIX: "apisix", HealthKindEnvoy: "envoy"}
-
-// String is the kind's lower-case name; HealthKindOther is "gateway".
-func (k HealthKind) String() string {
-	if int(k) < len(healthKindNames) {
-		return healthKindNames[k]
+// HealthName is the service.name of the kind's health series: the
+// gateway's name, or "gateway" for KindAuto (a pushed event that named no
+// gateway).
+func (k Kind) HealthName() string {
+	if g := gatewayOf(k); g != nil {
+		return g.Name
 	}
-	return "kind(" + strconv.Itoa(int(k)) + ")"
+	return "gateway"
 }
 
-// ParseHealthKind reads "kong", "apisix" or "envoy" (any case); "" is HealthKindOther.
-func ParseHealthKind(s string) (HealthKind, bool) {
+// ParseHealthKind reads a pushed event's `kind`: the name of a gateway with
+// upstream health, in any case; "" is KindAuto (no gateway named).
+func ParseHealthKind(s string) (Kind, bool) {
 	if s == "" {
-		return HealthKindOther, true
+		return KindAuto, true
 	}
-	for i, name := range healthKindNames[1:] {
-		if equalFoldASCII(s, name) {
-			return HealthKind(i + 1), true
+	for _, g := range registry[1:] {
+		if g.HealthStates != nil && equalFoldASCII(s, g.Name) {
+			return g.kind, true
 		}
 	}
-	return HealthKindOther, false
+	return KindAuto, false
 }
 
-// States lists the states a kind's targets can be in, in a fixed order,
-// unknown last: what a one-hot gauge enumerates per target.
-func (k HealthKind) States() []HealthState {
-	switch k {
-	case HealthKindKong:
-		return kongStates
-	case HealthKindAPISIX:
-		return apisixStates
-	case HealthKindEnvoy:
-		return envoyStates
-	default:
-		return allStates
+// HealthStates lists the states a kind's targets can be in, in a fixed
+// order, unknown last: what a one-hot gauge enumerates per target. A kind
+// without its own list (KindAuto) enumerates every state.
+func (k Kind) HealthStates() []HealthState {
+	if g := gatewayOf(k); g != nil && g.HealthStates != nil {
+		return g.HealthStates
 	}
+	return allStates
 }
 
-var (
-	kongStates   = []HealthState{HealthHealthy, HealthUnhealthy, HealthDNSError, HealthChecksOff, HealthUnknown}
-	apisixStates = []HealthState{HealthHealthy, HealthUnhealthy, HealthMostlyHealthy, HealthMostlyUnhealthy, HealthUnknown}
-	envoyStates  = []HealthState{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown}
-	allStates    = []HealthState{HealthHealthy, HealthUnhealthy, HealthDNSError, HealthChecksOff, HealthMostlyHealthy, HealthMostlyUnhealthy, HealthDegraded, HealthUnknown}
-)
+var allStates = []HealthState{HealthHealthy, HealthUnhealthy, HealthDNSError, HealthChecksOff, HealthMostlyHealthy, HealthMostlyUnhealthy, HealthDegraded, HealthUnknown}
 
 // TargetHealth is one observation: the state of one address of one target of
 // one upstream. Address is "ip:port", or "" when the target has no address
@@ -172,7 +150,7 @@ func addressParts(ip, port string) (string, string) {
 
 // luaArray is a JSON array that a Lua gateway may write as `{}` when it is
 // empty: an empty Lua table is encoded as an object unless marked as an
-// array (APISIX's healthcheck nodes, gateway-formats.md §2b; Kong's target
+// array (APISIX's healthcheck nodes, docs/gateways.md §2b; Kong's target
 // addresses are guarded the same way). null is empty too.
 type luaArray[T any] []T
 

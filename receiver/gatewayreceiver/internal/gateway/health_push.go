@@ -12,8 +12,9 @@ import (
 // HealthEvent is one pushed health transition, decoded and checked.
 type HealthEvent struct {
 	// Gateway is the reporting gateway instance (a Kong node, an Envoy pod).
-	Gateway    string
-	HealthKind HealthKind
+	Gateway string
+	// Kind is the gateway kind the event names; KindAuto when none.
+	Kind Kind
 	TargetHealth
 	// Time is when the gateway saw the state; zero when the event had none.
 	Time time.Time
@@ -99,9 +100,9 @@ func checkHealthEvent(e pushEvent) (HealthEvent, string) {
 	}
 	kind, ok := ParseHealthKind(e.HealthKind)
 	if !ok {
-		return HealthEvent{}, `"kind" ` + strconv.Quote(e.HealthKind) + " is not one of kong, apisix, envoy"
+		return HealthEvent{}, `"kind" ` + strconv.Quote(e.HealthKind) + " is not one of " + OneOf(HealthNames())
 	}
-	ev := HealthEvent{Gateway: e.Gateway, HealthKind: kind, TargetHealth: TargetHealth{Upstream: e.Upstream, Target: e.Target, State: state}}
+	ev := HealthEvent{Gateway: e.Gateway, Kind: kind, TargetHealth: TargetHealth{Upstream: e.Upstream, Target: e.Target, State: state}}
 	if e.Address != "" {
 		i := strings.LastIndexByte(e.Address, ':')
 		if i <= 0 || i == len(e.Address)-1 {

@@ -6,7 +6,7 @@ import (
 )
 
 // kongEntry is the part of Kong's http-log payload (kong.log.serialize(),
-// gateway-formats.md §1d) that metrics need. Headers, query strings and
+// docs/gateways.md §1d) that metrics need. Headers, query strings and
 // timestamps are skipped without being decoded into values.
 type kongEntry struct {
 	Request struct {

@@ -1,8 +1,6 @@
 package gateway
 
-import "strings"
-
-// Attribute names read from spans (gateway-formats.md §1a, §2a, §3b, §5).
+// Attribute names read from spans (docs/gateways.md §1a, §2a, §3b, §5).
 // Gateways still emit the pre-1.23 HTTP semantic-convention names (Kong OSS,
 // Envoy), newer ones the stable names (APISIX ≥ 3.16 sends both), so most
 // fields have a stable and an old name.
@@ -21,29 +19,8 @@ const (
 	attrRespSize      = "http.response.body.size"
 	attrRespSizeOld   = "http.response_content_length"
 
-	// Kong (§1a): balancer spans.
-	attrNetPeerIP    = "net.peer.ip"
-	attrNetPeerPort  = "net.peer.port"
-	attrNetPeerName  = "net.peer.name"
-	attrPeerService  = "peer.service" // Enterprise only
-	attrTryCount     = "try_count"
-	kongScope        = "kong-internal"
-	kongBalancer     = "kong.balancer"
-	kongBalancerOld  = "balancer try #" // Kong 3.0–3.2
-	apisixScope      = "opentelemetry-lua"
-	apisixRouteID    = "apisix.route_id"
-	apisixRouteName  = "apisix.route_name"
-	apisixServiceID  = "apisix.service_id"
-	apisixSvcName    = "apisix.service_name"
-	apisixSource     = "apisix.response_source" // ≥ 3.17
-	attrNetHostName  = "net.host.name"
-	envoyCluster     = "upstream_cluster"
-	envoyAddress     = "upstream_address"
-	envoyFlags       = "response_flags"
-	envoyReqSize     = "request_size"
-	envoyRespSize    = "response_size"
-	envoyComponent   = "component"
-	envoyRouterStart = "router "
+	// Kong, APISIX and Envoy attributes are named in their homes (kong.go,
+	// apisix.go, envoy.go).
 
 	attrGenAIProvider  = "gen_ai.provider.name"
 	attrGenAISystem    = "gen_ai.system"
@@ -114,8 +91,8 @@ func (c *SpanCounter) endResource() int {
 		kind := c.Detect
 		if kind == KindAuto {
 			kind = span.scope
-			if kind == KindAuto && gw.Gateway == "APISIX" {
-				kind = KindAPISIX // APISIX's default resource
+			if kind == KindAuto {
+				kind = detectResource(gw.Gateway) // APISIX's default resource
 			}
 		}
 		a := c.attrsOf(span)
@@ -152,30 +129,6 @@ func (c *SpanCounter) report(fn func(*Event)) int {
 }
 
 func (c *SpanCounter) attrsOf(s *spanRec) attrs { return c.attrs[s.attrLo:s.attrHi] }
-
-// detectScope tells the gateway from the instrumentation scope; KindAuto
-// when the scope does not say.
-func detectScope(scope string) Kind {
-	switch scope {
-	case kongScope:
-		return KindKong
-	case apisixScope:
-		return KindAPISIX
-	}
-	return KindAuto
-}
-
-// detectSpan tells Envoy (whose scope is empty) from semantic-convention
-// gateways by its string tags.
-func detectSpan(a attrs) Kind {
-	if _, ok := a.get(akEnvoyCluster); ok {
-		return KindEnvoy
-	}
-	if v, ok := a.get(akEnvoyComponent); ok && v.typ == vStr && v.str == "proxy" {
-		return KindEnvoy
-	}
-	return KindSemconv
-}
 
 // collectNestedParents fills c.local with the ids of the spans when some
 // SERVER span has a parent (the nested-SERVER test needs them), and reports
@@ -243,62 +196,10 @@ func (c *SpanCounter) completeFromChildren(first int) {
 			continue
 		}
 		e := &c.events[r]
-		switch e.Kind {
-		case KindKong:
-			c.kongBalancer(e, r, s)
-		case KindEnvoy:
-			envoyRouter(e, s, c.attrsOf(s))
+		if g := gatewayOf(e.Kind); g != nil && g.MapChild != nil {
+			g.MapChild(e, s, c.attrsOf(s), &c.lastTry[r])
 		}
 	}
-}
-
-// kongBalancer applies one balancer try (§1a): `kong.balancer` (≥ 3.3) or
-// `balancer try #N` (3.0–3.2), numbers as doubles. The highest try is the
-// one that answered; a failed try carries http.status_code and status ERROR.
-func (c *SpanCounter) kongBalancer(e *Event, i int, s *spanRec) {
-	if s.name != kongBalancer && !strings.HasPrefix(s.name, kongBalancerOld) {
-		return
-	}
-	a := c.attrsOf(s)
-	try := 0.0
-	if v, ok := a.get(akTryCount); ok {
-		try = v.number()
-	}
-	if try < c.lastTry[i] {
-		return
-	}
-	c.lastTry[i] = try
-	e.Target = a.str(akNetPeerIP)
-	e.TargetPort = 0
-	if v, ok := a.get(akNetPeerPort); ok {
-		if p := v.number(); p > 0 && p < 65536 {
-			e.TargetPort = int64(p)
-		}
-	}
-	e.Upstream = a.str(akNetPeerName)
-	if svc := a.str(akPeerService); svc != "" {
-		e.ServiceName = svc
-	}
-	e.UpstreamMS = s.durationMS()
-	if s.status == statusCodeError {
-		e.Source = SourceGateway
-	} else {
-		e.Source = SourceUpstream
-	}
-}
-
-// envoyRouter applies Envoy's `router <cluster> egress` child span (§3b).
-func envoyRouter(e *Event, s *spanRec, a attrs) {
-	if !strings.HasPrefix(s.name, envoyRouterStart) {
-		return
-	}
-	if addr := a.str(akEnvoyAddress); addr != "" {
-		e.Target = addr
-	}
-	if e.Upstream == "" {
-		e.Upstream = a.str(akEnvoyCluster)
-	}
-	e.UpstreamMS = s.durationMS()
 }
 
 // mapRoot fills e from a root SERVER span of the given kind.
@@ -320,57 +221,10 @@ func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	if v, ok := a.either(akRespSize, akRespSizeOld); ok {
 		e.ResponseSize = v.size()
 	}
-	switch kind {
-	case KindKong:
-		// Kong's root carries no route or service entity (§1a); the
-		// balancer spans add target, upstream and response source.
-		e.Source = SourceGateway // until a successful balancer try says otherwise
-	case KindAPISIX:
-		mapAPISIXRoot(e, a)
-	case KindEnvoy:
-		mapEnvoyRoot(e, a)
+	if g := gatewayOf(kind); g != nil && g.MapRoot != nil {
+		g.MapRoot(e, a)
 	}
 	genAIOf(&e.GenAI, a)
-}
-
-func mapAPISIXRoot(e *Event, a attrs) {
-	e.RouteID = a.str(akAPISIXRouteID)
-	e.RouteName = a.str(akAPISIXRouteName)
-	e.ServiceID = a.str(akAPISIXServiceID)
-	e.ServiceName = a.str(akAPISIXServiceName)
-	e.Host = a.str(akNetHostName)
-	switch src := a.str(akAPISIXSource); src {
-	case "upstream":
-		e.Source = SourceUpstream
-	case "apisix", "nginx":
-		e.Source = SourceGateway
-	case "":
-		// ≤ 3.16: http.status_code is the upstream's status, present only
-		// when something was proxied (§2a), so the upstream answered
-		// whenever it is there.
-		if e.StatusCode != 0 {
-			e.Source = SourceUpstream
-		}
-	}
-}
-
-func mapEnvoyRoot(e *Event, a attrs) {
-	e.Upstream = a.str(akEnvoyCluster)
-	e.RequestSize, e.ResponseSize = Unknown, Unknown
-	if v, ok := a.get(akEnvoyReqSize); ok {
-		e.RequestSize = v.size()
-	}
-	if v, ok := a.get(akEnvoyRespSize); ok {
-		e.ResponseSize = v.size()
-	}
-	switch f := a.str(akEnvoyFlags); {
-	case f == "" || f == "-":
-		if e.StatusCode != 0 {
-			e.Source = SourceUpstream
-		}
-	default: // UT, UF, NR, RL, ...: Envoy answered itself
-		e.Source = SourceGateway
-	}
 }
 
 func genAIOf(g *GenAI, a attrs) {

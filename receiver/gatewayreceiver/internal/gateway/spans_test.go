@@ -11,7 +11,7 @@ import (
 )
 
 // kongTrace builds what Kong ≥ 3.4 exports for one proxied request
-// (gateway-formats.md §1a): root `kong` SERVER span with old-style HTTP
+// (docs/gateways.md §1a): root `kong` SERVER span with old-style HTTP
 // attributes, plus router and balancer children that must not be counted.
 func kongTrace(td ptrace.Traces, parent pcommon.SpanID) {
 	rs := td.ResourceSpans().AppendEmpty()
@@ -47,7 +47,7 @@ func kongTrace(td ptrace.Traces, parent pcommon.SpanID) {
 }
 
 // envoyTrace builds an Envoy ingress span: every tag is a string
-// (gateway-formats.md §3b), there is no http.route, and the router child span
+// (docs/gateways.md §3b), there is no http.route, and the router child span
 // is CLIENT.
 func envoyTrace(td ptrace.Traces, status string) {
 	rs := td.ResourceSpans().AppendEmpty()

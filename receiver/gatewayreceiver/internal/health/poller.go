@@ -1,4 +1,4 @@
-package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+package health
 
 import (
 	"context"
@@ -54,6 +54,8 @@ func outcomeOf(err error) string {
 		return outcomeSuccess
 	case errors.As(err, &pe):
 		return pe.outcome
+	case errors.Is(err, gateway.ErrPaginationLoop):
+		return outcomePaginationLoop
 	case errors.Is(err, gateway.ErrMalformed):
 		return outcomeMalformed
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
@@ -82,24 +84,21 @@ func fatal(err error) bool {
 // pushed events. Its habits are kept: poll at once on start, cancel with the
 // component, a timeout per request through confighttp.
 type poller struct {
-	kind     pollerKind
-	gkind    gateway.HealthKind
+	spec     *gateway.PollerSpec
+	gkind    gateway.Kind
 	name     string // "kong[0]", for logs
 	instance string
 	cfg      PollerConfig
 	base     *url.URL
 	client   *http.Client
-	h        *healthReceiver
+	h        *Health
 	logger   *zap.Logger
-
-	// pollOnce runs one poll of generation gen; the source files define it.
-	pollOnce func(ctx context.Context, gen uint64) error
+	maxConc  int
 
 	// Loop state, owned by the poller's goroutine.
 	gen         uint64
 	failures    int
 	lastOutcome string
-	scratch     []gateway.TargetHealth
 
 	attrs    attribute.Set
 	outcomes map[string]attribute.Set
@@ -125,7 +124,7 @@ func (p *poller) nextDelay() time.Duration {
 		return iv
 	}
 	mult := 1 << min(p.failures, 3) // 2, 4, 8 intervals
-	return time.Duration(min(mult, healthBackoffMaxMultiplier)) * iv
+	return time.Duration(min(mult, backoffMaxMultiplier)) * iv
 }
 
 // poll runs one poll, records its telemetry, logs a change of outcome once
@@ -134,7 +133,10 @@ func (p *poller) nextDelay() time.Duration {
 func (p *poller) poll(ctx context.Context) {
 	p.gen++
 	start := time.Now()
-	err := p.pollOnce(ctx, p.gen)
+	complete, err := p.spec.Poll(ctx, session{p: p, gen: p.gen})
+	if complete && ctx.Err() == nil {
+		p.h.table.sweep(p, p.gen)
+	}
 	if ctx.Err() != nil {
 		return // shutting down: neither count nor log the cut-short poll
 	}
@@ -163,25 +165,33 @@ func (p *poller) poll(ctx context.Context) {
 	p.h.notify()
 }
 
-// inShard reports whether this collector polls the upstream.
-func (p *poller) inShard(upstream string) bool {
-	sh := p.h.cfg.Shard
+// session is one poll's PollSession: what a gateway's poll function may
+// do with the poller and the table.
+type session struct {
+	p   *poller
+	gen uint64
+}
+
+func (s session) Get(ctx context.Context, ref string) ([]byte, error) { return s.p.get(ctx, ref) }
+
+// InShard reports whether this collector polls the upstream.
+func (s session) InShard(upstream string) bool {
+	sh := s.p.h.cfg.Shard
 	return sh.Count <= 1 || xxhash.Sum64String(upstream)%uint64(sh.Count) == uint64(sh.Index)
 }
 
-// shardFilter keeps the observations of this collector's upstreams.
-func (p *poller) shardFilter(obs []gateway.TargetHealth) []gateway.TargetHealth {
-	if p.h.cfg.Shard.Count <= 1 {
-		return obs
+// Apply records what the poll reported: every row is confirmed now and
+// marked seen in this generation; a change wakes the emitter.
+func (s session) Apply(obs []gateway.TargetHealth) {
+	if s.p.h.table.applyPoll(s.p, s.gen, time.Now(), obs) {
+		s.p.h.notify()
 	}
-	kept := obs[:0]
-	for _, o := range obs {
-		if p.inShard(o.Upstream) {
-			kept = append(kept, o)
-		}
-	}
-	return kept
 }
+
+func (s session) Keep(upstream string) { s.p.h.table.keepUpstream(s.p, s.gen, upstream) }
+func (s session) Fatal(err error) bool { return fatal(err) }
+func (s session) MaxConcurrency() int  { return s.p.maxConc }
+func (s session) PageSize() int        { return s.p.cfg.pageSize() }
 
 // get fetches a path (with query) relative to the endpoint and returns the
 // body of a 200 answer. Any other status is an http_status error quoting
@@ -210,47 +220,7 @@ func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return body, &pollError{outcomeHTTPStatus, &statusError{code: resp.StatusCode, url: u.String(), body: body}}
+		return body, &pollError{outcomeHTTPStatus, &gateway.StatusError{Code: resp.StatusCode, URL: u.String(), Body: body}}
 	}
 	return body, nil
-}
-
-type statusError struct {
-	code int
-	url  string
-	body []byte
-}
-
-func (e *statusError) Error() string {
-	b := e.body
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	return "GET " + e.url + ": status " + strconv.Itoa(e.code) + ", body starts " + strconv.Quote(string(b))
-}
-
-// isNotFound reports an HTTP 404 answer.
-func isNotFound(err error) bool {
-	var se *statusError
-	return errors.As(err, &se) && se.code == http.StatusNotFound
-}
-
-// pollSingle is the poll of an admin API that answers in one document
-// (APISIX, Envoy): fetch, decode, keep this shard's upstreams, record, and
-// sweep what the document no longer lists.
-func (p *poller) pollSingle(ctx context.Context, gen uint64, path string, decode func([]gateway.TargetHealth, []byte) ([]gateway.TargetHealth, error)) error {
-	body, err := p.get(ctx, path)
-	if err != nil {
-		return err
-	}
-	obs, err := decode(p.scratch[:0], body)
-	if err != nil {
-		return err
-	}
-	obs = p.shardFilter(obs)
-	p.h.table.applyPoll(p, gen, time.Now(), obs)
-	p.h.table.sweep(p, gen)
-	clear(obs)
-	p.scratch = obs[:0]
-	return nil
 }

@@ -61,7 +61,7 @@ func quoteStart(body []byte) string {
 }
 
 // DecodeKongUpstreams reads one page of Kong's GET /upstreams
-// (gateway-formats.md §1b).
+// (docs/gateways.md §1b).
 func DecodeKongUpstreams(body []byte) (KongUpstreamPage, error) {
 	var p kongPage[KongUpstream]
 	if err := json.Unmarshal(body, &p); err != nil {

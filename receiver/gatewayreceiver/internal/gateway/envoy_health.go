@@ -6,7 +6,7 @@ import (
 
 // envoyClusters is the part of envoy.admin.v3.Clusters we read. Proto3 JSON
 // omits default values (false flags, zero numbers) and writes uint64 stats as
-// strings; host stats are not decoded at all (gateway-formats.md §3a).
+// strings; host stats are not decoded at all (docs/gateways.md §3a).
 type envoyClusters struct {
 	ClusterStatuses *[]struct {
 		Name         string `json:"name"`

@@ -1,4 +1,4 @@
-package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+package health
 
 import (
 	"encoding/json"
@@ -22,14 +22,8 @@ var (
 	eventsOverLimit  = attribute.NewSet(attribute.String("outcome", "over_limit"))
 )
 
-// registerHealthPush mounts the push endpoint on the receiver's HTTP mux
-// when the health section enables it.
-func (r *gatewayReceiver) registerHealthPush(mux *http.ServeMux) {
-	if r.health == nil || !r.health.cfg.Push.HasValue() {
-		return
-	}
-	mux.HandleFunc(r.health.cfg.Push.Get().Path, r.health.handlePush)
-}
+// jsonContentType is the push endpoint's only media type.
+const jsonContentType = "application/json"
 
 // pushResponse is the answer to a push: how many events were applied, how
 // many were older than the state they would replace, and which were
@@ -51,7 +45,7 @@ type rejectedEvent struct {
 // request fails (400) only when none could be applied. A request refused as
 // a whole (not JSON, wrong method or media type, too large) counts as one
 // rejected event.
-func (h *healthReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
+func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -124,5 +118,7 @@ func (h *healthReceiver) handlePush(w http.ResponseWriter, req *http.Request) {
 
 func writePush(w http.ResponseWriter, code int, resp pushResponse) {
 	b, _ := json.Marshal(resp) // plain strings and ints: cannot fail
-	writeBody(w, jsonContentType, code, b)
+	w.Header().Set("Content-Type", jsonContentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
 }

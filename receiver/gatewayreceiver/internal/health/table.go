@@ -1,4 +1,4 @@
-package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
+package health
 
 import (
 	"sync"
@@ -7,27 +7,27 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
-// healthKey identifies one row of the health table: one address of one
+// rowKey identifies one row of the health table: one address of one
 // target of one upstream, as one gateway instance sees it. IP and port are
 // kept apart so a lookup never concatenates.
-type healthKey struct {
+type rowKey struct {
 	instance, upstream, target, ip, port string
 }
 
-// healthEntry is one row. Its key and labels never change after insert, so
+// entry is one row. Its key and labels never change after insert, so
 // the emitter reads them without the table lock; state, owner, seen,
 // confirmed, updated, idx and the flags belong to the table lock.
-type healthEntry struct {
-	key     healthKey
+type entry struct {
+	key     rowKey
 	address string // ip:port rendered once at insert ("" for dns_error)
-	up      *healthUpstream
+	up      *upstreamRows
 
 	state gateway.HealthState
 	// owner is the poller that reported the row last; nil for a pushed row,
 	// which no sweep removes: push.stale_after and push.expiry bound its
 	// life instead (expirePushed).
 	owner *poller
-	// pushed marks a row only pushes keep, counted in healthTable.pushed
+	// pushed marks a row only pushes keep, counted in table.pushed
 	// against push.max_targets; a poll that reports the row takes it over.
 	pushed bool
 	// seen is the owner's poll generation that last listed the row (or
@@ -48,12 +48,12 @@ type healthEntry struct {
 	removed bool
 }
 
-// healthUpstream groups the rows of one upstream of one gateway instance
+// upstreamRows groups the rows of one upstream of one gateway instance
 // and counts them by state (the otel profile's per-upstream gauge).
-type healthUpstream struct {
-	gw      *healthGateway
+type upstreamRows struct {
+	gw      *gatewayRows
 	name    string
-	entries []*healthEntry
+	entries []*entry
 	counts  [gateway.NumHealthStates]int64
 
 	idx     int // position in gw.upstreams
@@ -61,12 +61,12 @@ type healthUpstream struct {
 	removed bool
 }
 
-// healthGateway is one gateway instance: one resource in the emitted
+// gatewayRows is one gateway instance: one resource in the emitted
 // metrics (service.name = kind, service.instance.id = instance).
-type healthGateway struct {
+type gatewayRows struct {
 	instance  string
-	kind      gateway.HealthKind
-	upstreams []*healthUpstream
+	kind      gateway.Kind
+	upstreams []*upstreamRows
 	// out is the emitter's scratch: where this gateway's points go in the
 	// batch being built. Only the emitter goroutine touches it.
 	out *gatewayPoints
@@ -74,7 +74,7 @@ type healthGateway struct {
 
 type upstreamKey struct{ instance, upstream string }
 
-// healthTable is the one table of (gateway instance, upstream, target,
+// table is the one table of (gateway instance, upstream, target,
 // address) → state, fed by pollers and pushed events.
 //
 // Layout: maps for lookup, slices (gateway → upstreams → entries) for
@@ -85,35 +85,35 @@ type upstreamKey struct{ instance, upstream string }
 //
 // Concurrency: every method takes mu and holds it only for map and slice
 // updates, never while metrics are built or sent.
-type healthTable struct {
+type table struct {
 	mu        sync.Mutex
-	entries   map[healthKey]*healthEntry
-	upstreams map[upstreamKey]*healthUpstream
-	gateways  map[string]*healthGateway
-	gwList    []*healthGateway
+	entries   map[rowKey]*entry
+	upstreams map[upstreamKey]*upstreamRows
+	gateways  map[string]*gatewayRows
+	gwList    []*gatewayRows
 
-	dirtyEntries   []*healthEntry
-	dirtyUpstreams []*healthUpstream
+	dirtyEntries   []*entry
+	dirtyUpstreams []*upstreamRows
 	// counts is the number of rows by state, for the receiver's telemetry.
 	counts [gateway.NumHealthStates]int64
 	// pushed is the number of rows only pushes keep (entry.pushed).
 	pushed int
 }
 
-func newHealthTable() *healthTable {
-	return &healthTable{
-		entries:   make(map[healthKey]*healthEntry),
-		upstreams: make(map[upstreamKey]*healthUpstream),
-		gateways:  make(map[string]*healthGateway),
+func newTable() *table {
+	return &table{
+		entries:   make(map[rowKey]*entry),
+		upstreams: make(map[upstreamKey]*upstreamRows),
+		gateways:  make(map[string]*gatewayRows),
 	}
 }
 
 // gatewayLocked returns the gateway instance, creating it with kind.
-func (t *healthTable) gatewayLocked(instance string, kind gateway.HealthKind) *healthGateway {
+func (t *table) gatewayLocked(instance string, kind gateway.Kind) *gatewayRows {
 	if g := t.gateways[instance]; g != nil {
 		return g
 	}
-	g := &healthGateway{instance: instance, kind: kind}
+	g := &gatewayRows{instance: instance, kind: kind}
 	t.gateways[instance] = g
 	t.gwList = append(t.gwList, g)
 	return g
@@ -121,19 +121,19 @@ func (t *healthTable) gatewayLocked(instance string, kind gateway.HealthKind) *h
 
 // setLocked finds or creates the row of obs under instance and sets its
 // state; a change (or a new row) queues it for the emitter.
-func (t *healthTable) setLocked(instance string, kind gateway.HealthKind, obs *gateway.TargetHealth) *healthEntry {
-	k := healthKey{instance: instance, upstream: obs.Upstream, target: obs.Target, ip: obs.IP, port: obs.Port}
+func (t *table) setLocked(instance string, kind gateway.Kind, obs *gateway.TargetHealth) *entry {
+	k := rowKey{instance: instance, upstream: obs.Upstream, target: obs.Target, ip: obs.IP, port: obs.Port}
 	e := t.entries[k]
 	if e == nil {
 		g := t.gatewayLocked(instance, kind)
 		uk := upstreamKey{instance, obs.Upstream}
 		u := t.upstreams[uk]
 		if u == nil {
-			u = &healthUpstream{gw: g, name: obs.Upstream, idx: len(g.upstreams)}
+			u = &upstreamRows{gw: g, name: obs.Upstream, idx: len(g.upstreams)}
 			g.upstreams = append(g.upstreams, u)
 			t.upstreams[uk] = u
 		}
-		e = &healthEntry{key: k, address: obs.Address(), up: u, state: obs.State, idx: len(u.entries)}
+		e = &entry{key: k, address: obs.Address(), up: u, state: obs.State, idx: len(u.entries)}
 		u.entries = append(u.entries, e)
 		t.entries[k] = e
 		u.counts[obs.State]++
@@ -145,7 +145,7 @@ func (t *healthTable) setLocked(instance string, kind gateway.HealthKind, obs *g
 	return e
 }
 
-func (t *healthTable) setStateLocked(e *healthEntry, s gateway.HealthState) {
+func (t *table) setStateLocked(e *entry, s gateway.HealthState) {
 	if e.state == s {
 		return
 	}
@@ -157,7 +157,7 @@ func (t *healthTable) setStateLocked(e *healthEntry, s gateway.HealthState) {
 	t.markLocked(e)
 }
 
-func (t *healthTable) markLocked(e *healthEntry) {
+func (t *table) markLocked(e *entry) {
 	if !e.dirty {
 		e.dirty = true
 		t.dirtyEntries = append(t.dirtyEntries, e)
@@ -169,7 +169,7 @@ func (t *healthTable) markLocked(e *healthEntry) {
 }
 
 // removeLocked deletes a row; its series are withdrawn by the next drain.
-func (t *healthTable) removeLocked(e *healthEntry) {
+func (t *table) removeLocked(e *entry) {
 	u := e.up
 	last := u.entries[len(u.entries)-1]
 	u.entries[e.idx], last.idx = last, e.idx
@@ -199,7 +199,7 @@ func (t *healthTable) removeLocked(e *healthEntry) {
 // applyPoll records what one fetch of a poller reported: every row is
 // confirmed now and marked seen in generation gen. It reports whether a row
 // changed or appeared.
-func (t *healthTable) applyPoll(p *poller, gen uint64, now time.Time, obs []gateway.TargetHealth) bool {
+func (t *table) applyPoll(p *poller, gen uint64, now time.Time, obs []gateway.TargetHealth) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	before := len(t.dirtyEntries)
@@ -217,7 +217,7 @@ func (t *healthTable) applyPoll(p *poller, gen uint64, now time.Time, obs []gate
 // keepUpstream marks the poller's rows of an upstream it could not fetch as
 // seen in gen, so the sweep keeps them; they are not confirmed, so they turn
 // unknown after stale_after if the fetches keep failing.
-func (t *healthTable) keepUpstream(p *poller, gen uint64, upstream string) {
+func (t *table) keepUpstream(p *poller, gen uint64, upstream string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if u := t.upstreams[upstreamKey{p.instance, upstream}]; u != nil {
@@ -231,7 +231,7 @@ func (t *healthTable) keepUpstream(p *poller, gen uint64, upstream string) {
 
 // sweep removes the poller's rows that its complete poll gen did not list:
 // targets (or whole upstreams) that disappeared from the gateway.
-func (t *healthTable) sweep(p *poller, gen uint64) {
+func (t *table) sweep(p *poller, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.gateways[p.instance]
@@ -250,7 +250,7 @@ func (t *healthTable) sweep(p *poller, gen uint64) {
 
 // expireStale marks unknown every polled row not confirmed since
 // now - staleAfter. It reports whether a row changed.
-func (t *healthTable) expireStale(now time.Time, staleAfter time.Duration) bool {
+func (t *table) expireStale(now time.Time, staleAfter time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	before := len(t.dirtyEntries)
@@ -284,14 +284,14 @@ const (
 //   - pushApplied: the row is created or updated; a new row is a pushed row
 //     (counted against maxPushed), an existing polled row stays its
 //     poller's and counts as confirmed.
-func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int) pushOutcome {
+func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int) pushOutcome {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	at := ev.Time
 	if at.IsZero() {
 		at = now
 	}
-	k := healthKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
+	k := rowKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
 	existing := t.entries[k]
 	switch {
 	case existing != nil && at.Before(existing.updated):
@@ -299,7 +299,7 @@ func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPush
 	case existing == nil && t.pushed >= maxPushed:
 		return pushOverLimit
 	}
-	e := t.setLocked(ev.Gateway, ev.HealthKind, &ev.TargetHealth)
+	e := t.setLocked(ev.Gateway, ev.Kind, &ev.TargetHealth)
 	e.updated, e.pushedAt = at, now
 	switch {
 	case existing == nil:
@@ -316,7 +316,7 @@ func (t *healthTable) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPush
 // event since now - staleAfter becomes unknown, one not refreshed since
 // now - expiry is removed (its series withdrawn). It reports whether a row
 // changed.
-func (t *healthTable) expirePushed(now time.Time, staleAfter, expiry time.Duration) bool {
+func (t *table) expirePushed(now time.Time, staleAfter, expiry time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pushed == 0 {
@@ -343,24 +343,10 @@ func (t *healthTable) expirePushed(now time.Time, staleAfter, expiry time.Durati
 	return len(t.dirtyEntries) != before
 }
 
-// rowState is a row and its state, copied under the lock for the emitter.
-type rowState struct {
-	e       *healthEntry
-	state   gateway.HealthState
-	removed bool
-}
-
-// upstreamState is an upstream and its counts, copied under the lock.
-type upstreamState struct {
-	u       *healthUpstream
-	counts  [gateway.NumHealthStates]int64
-	removed bool
-}
-
 // drain appends the queued changes to rows and ups (reused buffers) and
 // empties the queues. With all set it appends every live row and upstream
 // too (a full snapshot), after the queued removals.
-func (t *healthTable) drain(rows []rowState, ups []upstreamState, all bool) ([]rowState, []upstreamState, [gateway.NumHealthStates]int64) {
+func (t *table) drain(rows []Row, ups []UpstreamRow, all bool) ([]Row, []UpstreamRow, [gateway.NumHealthStates]int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.dirtyEntries {
@@ -368,14 +354,14 @@ func (t *healthTable) drain(rows []rowState, ups []upstreamState, all bool) ([]r
 		if all && !e.removed {
 			continue // the full pass below emits it
 		}
-		rows = append(rows, rowState{e: e, state: e.state, removed: e.removed})
+		rows = append(rows, Row{e: e, State: e.state, Removed: e.removed})
 	}
 	for _, u := range t.dirtyUpstreams {
 		u.dirty = false
 		if all && !u.removed {
 			continue
 		}
-		ups = append(ups, upstreamState{u: u, counts: u.counts, removed: u.removed})
+		ups = append(ups, UpstreamRow{u: u, Counts: u.counts, Removed: u.removed})
 	}
 	clear(t.dirtyEntries)
 	clear(t.dirtyUpstreams)
@@ -383,9 +369,9 @@ func (t *healthTable) drain(rows []rowState, ups []upstreamState, all bool) ([]r
 	if all {
 		for _, g := range t.gwList {
 			for _, u := range g.upstreams {
-				ups = append(ups, upstreamState{u: u, counts: u.counts})
+				ups = append(ups, UpstreamRow{u: u, Counts: u.counts})
 				for _, e := range u.entries {
-					rows = append(rows, rowState{e: e, state: e.state})
+					rows = append(rows, Row{e: e, State: e.state})
 				}
 			}
 		}

@@ -1,0 +1,30 @@
+package health
+
+import (
+	"testing"
+	"time"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+)
+
+// A poller field left at zero takes its default; the gateway's poller spec
+// decides the default concurrency (Kong fetches one page per upstream).
+func TestPollerDefaults(t *testing.T) {
+	kong, _ := gateway.Lookup("kong")
+	apisix, _ := gateway.Lookup("apisix")
+	var p PollerConfig
+	if p.interval() != 10*time.Second || p.timeout() != 5*time.Second || p.pageSize() != 1000 {
+		t.Errorf("defaults: interval %v timeout %v page_size %d", p.interval(), p.timeout(), p.pageSize())
+	}
+	if got := p.maxConcurrency(kong.Poller); got != 16 {
+		t.Errorf("kong max_concurrency = %d, want 16", got)
+	}
+	if got := p.maxConcurrency(apisix.Poller); got != 1 {
+		t.Errorf("apisix max_concurrency = %d, want 1", got)
+	}
+	p = PollerConfig{Interval: time.Second, MaxConcurrency: 3, PageSize: 50}
+	p.Timeout = time.Millisecond
+	if p.interval() != time.Second || p.timeout() != time.Millisecond || p.maxConcurrency(kong.Poller) != 3 || p.pageSize() != 50 {
+		t.Errorf("set values not kept: %+v", p)
+	}
+}

@@ -1,0 +1,129 @@
+package gatewayreceiver
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
+)
+
+// kong: the Prometheus plugin's names and labels (docs/gateways.md §1c).
+
+var (
+	kongLatencyBounds  = []float64{1, 2, 5, 7, 10, 15, 20, 30, 50, 75, 100, 200, 500, 750, 1000, 3000, 6000}
+	kongUpstreamBounds = []float64{25, 50, 80, 100, 250, 400, 700, 1000, 2000, 5000, 10000, 30000, 60000}
+)
+
+func kongKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
+	// route = route.name, falling back to route.id; spans carry only
+	// http.route (a path), which stands in for both.
+	route := firstOf(e.RouteName, e.RouteID, e.Route)
+	if route == "" {
+		return tupleKey{}, false // Kong's log() returns early without a route
+	}
+	ws := e.Workspace
+	if ws == "" {
+		ws = "default" // the only workspace of Kong OSS; spans do not say
+	}
+	return tupleKey{route: route, service: serviceOf(e), status: e.StatusCode, source: e.Source,
+		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: llmModel(e)}, true
+}
+
+func kongRequests(k tupleKey) tupleKey {
+	return tupleKey{service: k.service, route: k.route, status: k.status, source: k.source, workspace: k.workspace, consumer: k.consumer, overflow: k.overflow}
+}
+
+func kongLatency(k tupleKey) tupleKey {
+	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, overflow: k.overflow}
+}
+
+func kongBandwidth(k tupleKey) tupleKey {
+	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, consumer: k.consumer, overflow: k.overflow}
+}
+
+func kongAI(k tupleKey) tupleKey {
+	return tupleKey{provider: k.provider, model: k.model, workspace: k.workspace, overflow: k.overflow}
+}
+
+// The label writers put Kong's labels in Kong's order; a family's constant
+// label (direction) follows them.
+func kongRequestLabels(k *tupleKey, m pcommon.Map) {
+	m.PutStr("service", k.service)
+	m.PutStr("route", k.route)
+	m.PutStr("code", statusString(k.status))
+	m.PutStr("source", sourceName(k.source, "service", "kong"))
+	m.PutStr("workspace", k.workspace)
+	m.PutStr("consumer", k.consumer)
+}
+
+func kongLatencyLabels(k *tupleKey, m pcommon.Map) {
+	m.PutStr("service", k.service)
+	m.PutStr("route", k.route)
+	m.PutStr("workspace", k.workspace)
+}
+
+func kongBandwidthLabels(k *tupleKey, m pcommon.Map) {
+	m.PutStr("service", k.service)
+	m.PutStr("route", k.route)
+	m.PutStr("workspace", k.workspace)
+	m.PutStr("consumer", k.consumer)
+}
+
+func kongAILabels(k *tupleKey, m pcommon.Map) {
+	m.PutStr("ai_provider", k.provider)
+	m.PutStr("ai_model", k.model)
+	m.PutStr("cache_status", "")
+	m.PutStr("vector_db", "")
+	m.PutStr("embeddings_provider", "")
+	m.PutStr("embeddings_model", "")
+	m.PutStr("workspace", k.workspace)
+}
+
+var kongProfile = profile{
+	name:   profileKong,
+	health: &kongHealth,
+	key:    kongKey,
+	families: []family{
+		{name: "kong_http_requests_total", desc: "HTTP status codes per consumer/service/route in Kong",
+			measure: measureCount, project: kongRequests, labels: kongRequestLabels},
+		{name: "kong_kong_latency_ms", desc: "Latency added by Kong and enabled plugins for each service/route in Kong",
+			hist: true, bounds: kongLatencyBounds, scale: 1, measure: measureGatewayMS, project: kongLatency, labels: kongLatencyLabels},
+		{name: "kong_upstream_latency_ms", desc: "Latency added by upstream response for each service/route in Kong",
+			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureUpstreamMS, project: kongLatency, labels: kongLatencyLabels},
+		{name: "kong_request_latency_ms", desc: "Total latency incurred during requests for each service/route in Kong",
+			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureTotalMS, project: kongLatency, labels: kongLatencyLabels},
+		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
+			measure: measureRequestBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress", constAt: 2},
+		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
+			measure: measureResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
+		{name: "kong_ai_llm_requests_total", desc: "AI requests total per ai_provider in Kong",
+			measure: measureLLMCount, project: kongAI, labels: kongAILabels},
+		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
+			measure: measureInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: -1},
+		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
+			measure: measureOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: -1},
+		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
+			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureLLMLatencyMS, project: kongAI, labels: kongAILabels},
+	},
+}
+
+// kongPrintedStates are the four series Kong prints per target, in its order.
+var kongPrintedStates = [...]gateway.HealthState{gateway.HealthChecksOff, gateway.HealthHealthy, gateway.HealthUnhealthy, gateway.HealthDNSError}
+
+// kong health: kong_upstream_target_health{upstream,target,address,state,subsystem}
+// as Kong's Prometheus plugin prints it (docs/gateways.md §1c).
+var kongHealth = health.Naming{
+	Target: health.Metric{Name: "kong_upstream_target_health",
+		Desc: "Health status of targets of upstream. States = healthchecks_off|healthy|unhealthy|dns_error, value is 1 when state is populated."},
+	WriteTarget: func(dps pmetric.NumberDataPointSlice, r *health.Row, ts pcommon.Timestamp) {
+		for _, s := range kongPrintedStates {
+			a := health.Point(dps, ts, r.Removed, health.OneHot(r.State, s), 5)
+			a.PutStr("upstream", r.Upstream())
+			a.PutStr("target", r.Target())
+			a.PutStr("address", r.Address())
+			a.PutStr("state", s.String())
+			a.PutStr("subsystem", "http")
+		}
+	},
+}
