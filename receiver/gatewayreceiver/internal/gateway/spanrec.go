@@ -135,7 +135,36 @@ func lookupAttrKey(k string) attrKey {
 	case attrGenAIOutput:
 		return akGenAIOutput
 	}
+	if len(extraAttrs) > 0 {
+		return extraAttrs[k] // akNone when absent
+	}
 	return akNone
+}
+
+// extraAttrs are the attributes a gateway's home registered beyond the
+// built-in vocabulary (registerAttr); the switch above misses them.
+var extraAttrs map[string]attrKey
+
+// akExtra is the first key registerAttr hands out.
+const akExtra attrKey = 128
+
+// registerAttr adds an attribute to what span reduction keeps and returns
+// its key: a new gateway's home declares its own attributes with it, in a
+// package-level var, without touching the switch. A name already known
+// returns its key.
+func registerAttr(name string) attrKey {
+	if k := lookupAttrKey(name); k != akNone {
+		return k
+	}
+	if extraAttrs == nil {
+		extraAttrs = make(map[string]attrKey)
+	}
+	k := akExtra + attrKey(len(extraAttrs))
+	if k < akExtra {
+		panic("gateway: more than 128 registered attributes")
+	}
+	extraAttrs[name] = k
+	return k
 }
 
 // valueType mirrors the pcommon value types the mappers tell apart.

@@ -1,0 +1,121 @@
+package gatewayreceiver
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
+)
+
+// TestFactoryPipelineCombinations builds the receiver through its factory
+// the way the collector does for every pipeline combination (traces only,
+// metrics only, both; without health, with pushes, with a poller) and
+// starts it: it either works end to end or is refused at start with a
+// message naming the fix, never a panic. A health section needs a metrics
+// pipeline; traces alone are refused.
+func TestFactoryPipelineCombinations(t *testing.T) {
+	kong := startFakeKong(t, smallKong())
+	type healthCase struct {
+		name  string
+		apply func(*Config)
+	}
+	healths := []healthCase{
+		{"no health", func(*Config) {}},
+		{"push", func(c *Config) { c.Health = configoptional.Some(defaultHealthConfig()) }},
+		{"poller", func(c *Config) {
+			hc := defaultHealthConfig()
+			hc.Push = configoptional.None[health.PushConfig]()
+			hc.Pollers = pollersOf("kong", kongPoller(kong.URL, nil))
+			c.Health = configoptional.Some(hc)
+		}},
+	}
+	for _, pipes := range []struct {
+		name            string
+		metrics, traces bool
+	}{{"traces only", false, true}, {"metrics only", true, false}, {"metrics and traces", true, true}} {
+		for _, hc := range healths {
+			t.Run(pipes.name+"/"+hc.name, func(t *testing.T) {
+				cfg := NewFactory().CreateDefaultConfig().(*Config)
+				cfg.Protocols.GRPC.Get().NetAddr.Endpoint = testutil.FreeAddr(t)
+				httpAddr := testutil.FreeAddr(t)
+				cfg.Protocols.HTTP.Get().NetAddr.Endpoint = httpAddr
+				hc.apply(cfg)
+				set := receivertest.NewNopSettings(metadata.Type)
+				metrics := new(consumertest.MetricsSink)
+				var comps []component.Component
+				if pipes.metrics {
+					r, err := NewFactory().CreateMetrics(context.Background(), set, cfg, metrics)
+					if err != nil {
+						t.Fatal(err)
+					}
+					comps = append(comps, r)
+				}
+				if pipes.traces {
+					r, err := NewFactory().CreateTraces(context.Background(), set, cfg, consumertest.NewNop())
+					if err != nil {
+						t.Fatal(err)
+					}
+					comps = append(comps, r)
+				}
+				var startErr error
+				for _, c := range comps {
+					if err := c.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+						startErr = err
+						break
+					}
+				}
+				defer func() {
+					for _, c := range comps {
+						if err := c.Shutdown(context.Background()); err != nil {
+							t.Errorf("shutdown: %v", err)
+						}
+					}
+				}()
+				refused := cfg.Health.HasValue() && !pipes.metrics
+				switch {
+				case refused && startErr == nil:
+					t.Fatal("a health section in no metrics pipeline started")
+				case refused:
+					if !strings.Contains(startErr.Error(), "has a health section but is in no metrics pipeline") ||
+						!strings.Contains(startErr.Error(), "service::pipelines::metrics::receivers") {
+						t.Fatalf("refusal does not name the fix: %v", startErr)
+					}
+					return
+				case startErr != nil:
+					t.Fatalf("start: %v", startErr)
+				}
+				// Traffic is answered on every combination.
+				if code, body := post(t, httpAddr, pbContentType, protoBody(t, kongExport("GET", "/a", 200))); code != http.StatusOK {
+					t.Fatalf("export: %d %s", code, body)
+				}
+				switch hc.name {
+				case "push":
+					code, body := postHealth(t, "http://"+httpAddr+health.DefaultPushPath, "application/json",
+						`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY"}`)
+					if code != http.StatusOK {
+						t.Fatalf("push: %d %s", code, body)
+					}
+					waitFor(t, func() bool { return len(seriesState(metrics.AllMetrics())) > 0 })
+				case "poller":
+					waitFor(t, func() bool { return len(seriesState(metrics.AllMetrics())) > 0 })
+				default:
+					// No health: the push path is not served.
+					code, _ := postHealth(t, "http://"+httpAddr+health.DefaultPushPath, "application/json", `{}`)
+					if code != http.StatusNotFound {
+						t.Fatalf("push path without health: %d, want 404", code)
+					}
+				}
+			})
+		}
+	}
+}
