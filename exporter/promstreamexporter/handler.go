@@ -93,7 +93,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	case err != nil:
 		outcome = outcomeAborted
 	}
-	e.telemetry.ExporterPromstreamScrapeSeconds.Record(r.Context(), time.Since(start).Seconds(),
+	e.telemetry.ExporterPromstreamScrapeDuration.Record(r.Context(), time.Since(start).Seconds(),
 		scrapeAttrs[neg.Format][outcome])
 	e.countScrape(r.Context(), neg.Format, outcome)
 	if err != nil {
