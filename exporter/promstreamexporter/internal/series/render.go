@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 // flushAt is the buffer size at which a scrape writes to the connection.
