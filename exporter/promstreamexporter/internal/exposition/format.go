@@ -1,7 +1,10 @@
 package exposition
 
 import (
+	"cmp"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,45 +13,116 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Format is a wire format the exporter can write.
+// Format is one registered exposition format, an index into the registry.
+// The zero Format is the default format (text 0.0.4), what a scraper gets
+// when it accepts nothing we write.
+//
+// Each format is described once, by the Spec it registers in its own file
+// (text004.go, text100.go, openmetrics.go, protodelim.go): its telemetry
+// name, its media type (what negotiation matches and the Content-Type
+// sent), whether it can carry UTF-8 names, and how its body is written.
+// Nothing else lists or counts formats: negotiation, the exporter's
+// telemetry and the series writer all read the registry, so a new format is
+// one new file.
 type Format uint8
 
-const (
-	// FormatText004 is the Prometheus text format 0.0.4.
-	FormatText004 Format = iota
-	// FormatText100 is the text format 1.0.0: the 0.0.4 grammar plus quoted
-	// UTF-8 names (only with escaping=allow-utf-8).
-	FormatText100
-	// FormatOpenMetrics100 is OpenMetrics 1.0.0 (`# EOF`, `_total`, unknown).
-	FormatOpenMetrics100
-	// FormatOpenMetrics001 is OpenMetrics 0.0.1: the same body as 1.0.0.
-	FormatOpenMetrics001
-	// FormatProtoDelim is the Prometheus protobuf format, length-delimited
-	// MetricFamily messages; the one format that carries native histograms.
-	FormatProtoDelim
-	numFormats
+// Spec describes a format.
+type Spec struct {
+	// Name is the format's telemetry attribute value ("text_0.0.4"): short
+	// and bounded.
+	Name string
+	// MediaType is what content negotiation matches against the scraper's
+	// Accept header (expfmt's rules: type, subtype and every parameter but
+	// charset) and, with "; escaping=<scheme>" appended, the Content-Type
+	// of the response.
+	MediaType expfmt.Format
+	// Preference orders the formats negotiation tries for one Accept
+	// clause of equal weight: lower first.
+	Preference int
+	// Default marks the format used when negotiation matches nothing.
+	// Exactly one format is the default; it is Format(0).
+	Default bool
+	// UTF8 says the format can carry names outside the legacy grammar; a
+	// format that cannot always escapes them (underscores unless the
+	// scraper asked for dots or values).
+	UTF8 bool
+	// Body says how the series table writes the format.
+	Body Body
+}
+
+// Body is how a format's body is written: either length-delimited protobuf
+// MetricFamily messages (Proto), or text, one family after another, each
+// with its Header, then its sample lines, then the Trailer once at the end.
+type Body struct {
+	// Proto selects the protobuf writer; the other fields are for text.
+	Proto bool
+	// Header appends a family's # TYPE and # HELP lines.
+	Header func(dst []byte, name, help string, t Type) []byte
+	// Trailer is written after the last family ("# EOF\n" in OpenMetrics).
+	Trailer string
+	// CanonicalBounds keeps le and quantile values canonical ("25.0") even
+	// when the table is configured to write the shortest form.
+	CanonicalBounds bool
+}
+
+// registry holds the registered formats; slot 0 is the default's.
+var registry = make([]Spec, 1)
+
+// byPreference is the registered formats in negotiation order, and
+// accepted their media types, what expfmt negotiates among.
+var (
+	byPreference []Format
+	accepted     []expfmt.Format
 )
 
-// String names the format for telemetry (a bounded attribute value).
-func (f Format) String() string {
-	switch f {
-	case FormatText100:
-		return "text_1.0.0"
-	case FormatOpenMetrics100:
-		return "openmetrics_1.0.0"
-	case FormatOpenMetrics001:
-		return "openmetrics_0.0.1"
-	case FormatProtoDelim:
-		return "protobuf"
-	default:
-		return "text_0.0.4"
+// Register adds a format and returns it. It is meant for package
+// initialization (a format file's var) and is not safe for concurrent use,
+// nor after the first Negotiate. It panics on a spec without a name, media
+// type or body writer, on a second default, and past 255 formats: each is a
+// programming error in a constant table.
+func Register(s Spec) Format {
+	switch {
+	case s.Name == "" || s.MediaType == "":
+		panic("exposition: BUG: a format needs a name and a media type")
+	case !s.Body.Proto && s.Body.Header == nil:
+		panic("exposition: BUG: format " + s.Name + " has no body writer")
+	case s.Default && registry[0].Name != "":
+		panic("exposition: BUG: two default formats, " + registry[0].Name + " and " + s.Name)
+	case len(registry) > math.MaxUint8:
+		panic("exposition: BUG: too many formats")
 	}
+	f := Format(0)
+	if s.Default {
+		registry[0] = s
+	} else {
+		f = Format(len(registry))
+		registry = append(registry, s)
+	}
+	byPreference = append(byPreference, f)
+	slices.SortStableFunc(byPreference, func(a, b Format) int {
+		return cmp.Compare(registry[a].Preference, registry[b].Preference)
+	})
+	accepted = accepted[:0]
+	for _, f := range byPreference {
+		accepted = append(accepted, registry[f].MediaType)
+	}
+	return f
 }
 
-// OpenMetrics reports whether f is one of the OpenMetrics versions.
-func (f Format) OpenMetrics() bool {
-	return f == FormatOpenMetrics100 || f == FormatOpenMetrics001
+// Formats returns every registered format, the default first.
+func Formats() []Format {
+	fs := make([]Format, len(registry))
+	for i := range fs {
+		fs[i] = Format(i)
+	}
+	return fs
 }
+
+// Spec returns the format's description.
+func (f Format) Spec() *Spec { return &registry[f] }
+
+// String names the format for telemetry (a bounded attribute value).
+func (f Format) String() string { return registry[f].Name }
 
 // Escaping is how names outside the legacy Prometheus grammar are written
 // (prometheus/docs escaping_schemes.md).
@@ -78,19 +152,6 @@ func (e Escaping) model() model.EscapingScheme {
 	default:
 		return model.UnderscoreEscaping
 	}
-}
-
-// Text format 1.0.0 is not in expfmt's list of named formats.
-const fmtText100 expfmt.Format = "text/plain; version=1.0.0; charset=utf-8"
-
-// accepted lists what the exporter writes, in the order expfmt tries them for
-// each clause of the Accept header (the scraper's weights decide first).
-var accepted = []expfmt.Format{
-	expfmt.FmtProtoDelim,
-	expfmt.FmtOpenMetrics_1_0_0,
-	expfmt.FmtOpenMetrics_0_0_1,
-	fmtText100,
-	expfmt.FmtText,
 }
 
 // Negotiated is the outcome of content negotiation for one scrape.
@@ -128,30 +189,24 @@ var (
 )
 
 func negotiate(h http.Header) Negotiated {
-	f := expfmt.NegotiateAccept(h, accepted...)
-	n := Negotiated{Escaping: escapingOf(f.ToEscapingScheme())}
-	base := string(f)
+	got := expfmt.NegotiateAccept(h, accepted...)
+	n := Negotiated{Escaping: escapingOf(got.ToEscapingScheme())}
+	base := string(got)
 	if i := strings.Index(base, "; escaping="); i >= 0 {
 		base = base[:i]
 	}
-	switch expfmt.Format(base) {
-	case expfmt.FmtProtoDelim:
-		n.Format = FormatProtoDelim
-		base = string(expfmt.FmtProtoDelim)
-	case expfmt.FmtOpenMetrics_1_0_0:
-		n.Format = FormatOpenMetrics100
-	case expfmt.FmtOpenMetrics_0_0_1:
-		n.Format = FormatOpenMetrics001
-	case fmtText100:
-		n.Format = FormatText100
-	default:
-		n.Format = FormatText004
-		base = string(expfmt.FmtText)
-		if n.Escaping == EscapeNone {
-			n.Escaping = EscapeUnderscores
+	// Format(0), the default, unless a registered media type matched.
+	for _, f := range byPreference {
+		if string(registry[f].MediaType) == base {
+			n.Format = f
+			break
 		}
 	}
-	n.ContentType = base + "; escaping=" + n.Escaping.model().String()
+	spec := n.Format.Spec()
+	if !spec.UTF8 && n.Escaping == EscapeNone {
+		n.Escaping = EscapeUnderscores
+	}
+	n.ContentType = string(spec.MediaType) + "; escaping=" + n.Escaping.model().String()
 	return n
 }
 
