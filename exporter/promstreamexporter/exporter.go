@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
-	"github.com/otelgateway/otelgateway/internal/exposition"
 )
 
 // Reasons a point is not exposed: the bounded `reason` attribute of
@@ -57,6 +57,8 @@ type promStreamExporter struct {
 	warned bool
 	// points is the reusable point writer (guarded by mu).
 	points pointWriter
+	// scrapeAttrs are the scrape telemetry's attributes per format.
+	scrapeAttrs scrapeAttrs
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error) {
@@ -69,8 +71,9 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
 		}),
-		namer: newNamer(cfg),
-		slots: make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
+		namer:       newNamer(cfg),
+		slots:       make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
+		scrapeAttrs: newScrapeAttrs(),
 	}
 	for range cfg.MaxConcurrentScrapes {
 		e.slots <- new(scrapeSlot) // buffers are made on first use

@@ -23,9 +23,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 )
 
@@ -45,6 +46,8 @@ func newTestExporter(t *testing.T) (*promStreamExporter, *componenttest.Telemetr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Whatever the test recorded must agree with metadata.yaml.
+		metadatacheck.Attributes(t, metadatacheck.Read(t, "metadata.yaml"), tel)
 		e.telemetry.Shutdown()
 		_ = tel.Shutdown(context.Background())
 	})

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 const (

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
-	"github.com/otelgateway/otelgateway/internal/exposition"
 )
 
 // Scrape outcomes: the bounded `outcome` attribute of
@@ -29,18 +29,22 @@ const (
 	outcomeBadRequest = "bad_request"
 )
 
-// scrapeAttrs holds one measurement option per (format, outcome), built
-// once: making the option per scrape would allocate.
-var scrapeAttrs = func() map[exposition.Format]map[string]metric.MeasurementOption {
-	m := make(map[exposition.Format]map[string]metric.MeasurementOption)
-	for f := exposition.Format(0); f <= exposition.FormatProtoDelim; f++ {
+// scrapeAttrs holds one measurement option per (format, outcome), indexed
+// by format, for every registered format: making the option per scrape
+// would allocate. Built per exporter, after every format has registered.
+type scrapeAttrs []map[string]metric.MeasurementOption
+
+func newScrapeAttrs() scrapeAttrs {
+	formats := exposition.Formats()
+	m := make(scrapeAttrs, len(formats))
+	for _, f := range formats {
 		m[f] = make(map[string]metric.MeasurementOption)
 		for _, o := range []string{outcomeOK, outcomeAborted, outcomeTimeout, outcomeRejected, outcomeBadRequest} {
 			m[f][o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("format", f.String()), attribute.String("outcome", o)))
 		}
 	}
 	return m
-}()
+}
 
 // handleMetrics streams the table in the negotiated format.
 //
@@ -93,8 +97,8 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	case err != nil:
 		outcome = outcomeAborted
 	}
-	e.telemetry.ExporterPromstreamScrapeSeconds.Record(r.Context(), time.Since(start).Seconds(),
-		scrapeAttrs[neg.Format][outcome])
+	e.telemetry.ExporterPromstreamScrapeDuration.Record(r.Context(), time.Since(start).Seconds(),
+		e.scrapeAttrs[neg.Format][outcome])
 	e.countScrape(r.Context(), neg.Format, outcome)
 	if err != nil {
 		panic(http.ErrAbortHandler)
@@ -102,7 +106,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 }
 
 func (e *promStreamExporter) countScrape(ctx context.Context, f exposition.Format, outcome string) {
-	e.telemetry.ExporterPromstreamScrapes.Add(ctx, 1, scrapeAttrs[f][outcome])
+	e.telemetry.ExporterPromstreamScrapes.Add(ctx, 1, e.scrapeAttrs[f][outcome])
 }
 
 // scrapeSlot is the reusable working memory of one concurrent scrape.

@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
-	"github.com/otelgateway/otelgateway/internal/exposition"
 	"github.com/otelgateway/otelgateway/internal/identity"
 )
 

@@ -9,8 +9,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/internal/expohisto"
 	"github.com/otelgateway/otelgateway/internal/identity"
 )
 
@@ -149,7 +150,7 @@ func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice
 
 func fillExponential(p *pointWriter, d *series.Dist) {
 	dp := p.expo
-	base := math.Exp2(math.Exp2(-float64(dp.Scale())))
+	scale := dp.Scale()
 	var bounds []float64
 	var counts []uint64
 	var cum uint64
@@ -158,7 +159,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 		cum += neg.BucketCounts().At(j)
 		// Negative bucket index i holds [-base^(i+1), -base^i): its upper
 		// bound is -base^i.
-		bounds = append(bounds, -math.Pow(base, float64(neg.Offset()+int32(j))))
+		bounds = append(bounds, -expohisto.LowerBoundary(neg.Offset()+int32(j), scale))
 		counts = append(counts, cum)
 	}
 	cum += dp.ZeroCount()
@@ -168,7 +169,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	for j := 0; j < pos.BucketCounts().Len(); j++ {
 		cum += pos.BucketCounts().At(j)
 		// Positive bucket index i holds (base^i, base^(i+1)].
-		bounds = append(bounds, math.Pow(base, float64(pos.Offset()+int32(j)+1)))
+		bounds = append(bounds, expohisto.UpperBoundary(pos.Offset()+int32(j), scale))
 		counts = append(counts, cum)
 	}
 	// le must strictly increase: drop a bound that does not (a zero

@@ -4,7 +4,10 @@
 // stable for the life of the process only (strings hash with the runtime's
 // hash/maphash under a per-process seed, several times faster than xxhash on
 // short attribute keys and values): never persist it, send it, or compare it
-// across processes.
+// across processes. What must agree across processes and restarts uses a
+// stable hash instead: the exporter's ?shard= selects series by xxhash of
+// their rendered labels (exporter/promstreamexporter/internal/series).
+//
 // Attribute maps hash order-independently (a map is a set of key/value pairs),
 // without sorting and without allocating, so the hot path can hash attributes
 // exactly as they arrive. A hash is never an identity on its own: callers

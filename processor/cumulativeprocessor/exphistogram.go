@@ -1,9 +1,9 @@
 package cumulativeprocessor
 
 import (
-	"math"
-
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelgateway/otelgateway/internal/expohisto"
 )
 
 // expState is the cumulative state of an exponential histogram: one scale
@@ -63,8 +63,8 @@ func foldExp(p *cumulativeProcessor, s *stream, dp pmetric.ExponentialHistogramD
 	widen := dp.ZeroThreshold() != e.zeroThreshold
 	var zi int32
 	if widen {
-		zi = bucketIndex(max(dp.ZeroThreshold(), e.zeroThreshold), t)
-		e.zeroThreshold = bucketUpper(zi, t)
+		zi = expohisto.Index(max(dp.ZeroThreshold(), e.zeroThreshold), t)
+		e.zeroThreshold = expohisto.UpperBoundary(zi, t)
 		e.zeroCount += e.pos.takeUpTo(zi) + e.neg.takeUpTo(zi)
 	}
 
@@ -164,28 +164,6 @@ func (b *expBuckets) add(idx int32, c uint64) {
 		}
 	}
 	b.counts[idx-b.offset] += c
-}
-
-// bucketIndex returns the index of the bucket (base^i, base^(i+1)] that
-// holds v > 0 at scale, base = 2^(2^-scale).
-func bucketIndex(v float64, scale int32) int32 {
-	if scale > 0 {
-		return int32(math.Ceil(math.Log2(v)*math.Ldexp(1, int(scale)))) - 1
-	}
-	frac, exp := math.Frexp(v) // v = frac × 2^exp, frac in [0.5, 1)
-	idx := int32(exp - 1)
-	if frac == 0.5 { // an exact power of two is the upper bound of the bucket below
-		idx--
-	}
-	return idx >> -scale
-}
-
-// bucketUpper returns the upper bound base^(i+1) of bucket i at scale.
-func bucketUpper(i, scale int32) float64 {
-	if scale > 0 {
-		return math.Exp2(float64(i+1) / math.Ldexp(1, int(scale)))
-	}
-	return math.Ldexp(1, int(i+1)<<-scale)
 }
 
 func writeExp(s *stream, dp pmetric.ExponentialHistogramDataPoint) {

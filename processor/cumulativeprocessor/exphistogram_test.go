@@ -127,29 +127,3 @@ func TestExponentialHistogramMerge(t *testing.T) {
 		})
 	}
 }
-
-func TestBucketIndexAndBounds(t *testing.T) {
-	cases := []struct {
-		v     float64
-		scale int32
-		want  int32
-	}{
-		{1, 0, -1}, {1.5, 0, 0}, {2, 0, 0}, {3, 0, 1}, {4, 0, 1},
-		{4, -1, 0}, {5, -1, 1}, {16, -1, 1}, {17, -1, 2},
-		{2, 1, 1}, {1.5, 1, 1}, {1.4, 1, 0}, {0.5, 0, -2},
-	}
-	for _, c := range cases {
-		if got := bucketIndex(c.v, c.scale); got != c.want {
-			t.Errorf("bucketIndex(%g, %d) = %d, want %d", c.v, c.scale, got, c.want)
-		}
-	}
-	if got := bucketUpper(1, 0); got != 4 {
-		t.Errorf("bucketUpper(1, 0) = %g, want 4", got)
-	}
-	if got := bucketUpper(0, -1); got != 4 {
-		t.Errorf("bucketUpper(0, -1) = %g, want 4", got)
-	}
-	if got := bucketUpper(1, 1); got != 2 {
-		t.Errorf("bucketUpper(1, 1) = %g, want 2", got)
-	}
-}

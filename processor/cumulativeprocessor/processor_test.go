@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
 
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
@@ -41,7 +42,11 @@ func newTestProcessorWith(t *testing.T, cfg *Config, next consumer.Metrics) (*cu
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		// Whatever the test recorded must agree with metadata.yaml.
+		metadatacheck.Attributes(t, metadatacheck.Read(t, "metadata.yaml"), tel)
+		_ = tel.Shutdown(context.Background())
+	})
 	return p, tel
 }
 

@@ -79,7 +79,7 @@ func (c *counts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
 		tb.ProcessorCumulativeCacheEvictions.Add(ctx, c.evictions)
 	}
 	if c.new != 0 {
-		tb.ProcessorCumulativeStreams.Add(ctx, c.new)
+		tb.ProcessorCumulativeStreamsTracked.Add(ctx, c.new)
 	}
 }
 
@@ -279,7 +279,7 @@ func (p *cumulativeProcessor) sweep(now time.Time) {
 	}
 	p.metrics.mu.Unlock()
 	if len(removed) > 0 {
-		p.telemetry.ProcessorCumulativeStreams.Add(context.Background(), -int64(len(removed)))
+		p.telemetry.ProcessorCumulativeStreamsTracked.Add(context.Background(), -int64(len(removed)))
 		p.logger.Debug("Dropped stale streams", zap.Int("streams", len(removed)))
 	}
 }

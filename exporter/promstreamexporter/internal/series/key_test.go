@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 func TestPackedAttrsEquality(t *testing.T) {

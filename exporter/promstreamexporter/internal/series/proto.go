@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 // The Prometheus protobuf format (io.prometheus.client.MetricFamily, as

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 // flushAt is the buffer size at which a scrape writes to the connection.
@@ -72,7 +72,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		if live == 0 {
 			continue
 		}
-		proto := q.Format == exposition.FormatProtoDelim
+		proto := q.Format.Spec().Body.Proto
 		if !proto {
 			wr.buf = f.appendHeader(wr.buf, q)
 		}
@@ -105,9 +105,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 			}
 		}
 	}
-	if q.Format.OpenMetrics() {
-		wr.buf = append(wr.buf, exposition.OpenMetricsEOF...)
-	}
+	wr.buf = append(wr.buf, q.Format.Spec().Body.Trailer...)
 	n, err := w.Write(wr.buf)
 	return written + int64(n), err
 }
@@ -126,10 +124,7 @@ func (q *Query) selects(f *Family) bool {
 
 func (f *Family) appendHeader(dst []byte, q *Query) []byte {
 	name := f.names[q.Escaping].base // quoted already when it must be
-	if q.Format.OpenMetrics() {
-		return exposition.AppendOpenMetricsHeader(dst, name, f.help, f.typ)
-	}
-	return exposition.AppendHeader(dst, name, f.help, f.typ)
+	return q.Format.Spec().Body.Header(dst, name, f.help, f.typ)
 }
 
 // appendSeries writes every line of one series; the caller holds its page
@@ -241,7 +236,7 @@ func appendUint(dst []byte, v uint64) []byte {
 // boundsFor picks the le/quantile texts: canonical, or the shortest form in
 // the text formats when the table asks for it.
 func boundsFor(d *Dist, f *Family, q *Query) [][]byte {
-	if f.table.opts.ShortestBounds && !q.Format.OpenMetrics() {
+	if f.table.opts.ShortestBounds && !q.Format.Spec().Body.CanonicalBounds {
 		return d.shortTexts()
 	}
 	return d.boundTexts()

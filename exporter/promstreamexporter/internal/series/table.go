@@ -19,6 +19,21 @@
 //     one page's render.
 //
 // Scalar values are atomics: updating a gauge or counter never waits.
+//
+// Hashes, and their contracts:
+//   - the hash a caller passes to find a series is internal/identity's:
+//     hash/maphash under a per-process seed, for this process's lookups
+//     only; never stored, sent or compared across processes. So is the
+//     xxhash of a series' canonical labels that a family indexes to find
+//     two attribute orders of one label set (in memory only);
+//   - the hash ?shard= selects on (Query.Shard) is xxhash (cespare/xxhash/v2,
+//     XXH64 with seed 0) of the series' rendered labels, computed at scrape
+//     time: it must be stable, so that collectors and restarts agree on
+//     which shard a series belongs to. It is as stable as the rendering:
+//     with label_order as_received (Options.Unsorted) the rendering is in
+//     the order the series' attributes first arrived, so two collectors
+//     that first saw different orders may place the series in different
+//     shards.
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
 import (
@@ -32,7 +47,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/otelgateway/otelgateway/internal/exposition"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 // PageSize is the number of gauge or counter series per page: small enough
@@ -173,9 +188,11 @@ func (s *Series) dist() *Dist {
 	return s.extra.dist
 }
 
-// shardHash is what ?shard= selects on: a hash of the rendered labels,
-// computed at scrape time rather than stored (8 bytes a series), and the same
-// for a series whatever the order its attributes arrive in.
+// shardHash is what ?shard= selects on: the stable xxhash of the rendered
+// labels (see the package doc), computed at scrape time rather than stored
+// (8 bytes a series). With sorted labels (the default) it is the same for a
+// series whatever the order its attributes arrive in; with Options.Unsorted
+// it follows the order they first arrived in.
 func (s *Series) shardHash() uint64 { return xxhash.Sum64String(s.labels) }
 
 // SetValue stores the value of a gauge or counter series.

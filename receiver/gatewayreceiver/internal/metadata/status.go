@@ -1,5 +1,6 @@
-// Written by hand in the style of mdatagen's output (mdatagen is not served
-// here); keep it in step with ../../metadata.yaml.
+// Written by hand, in the shape mdatagen would generate from
+// ../../metadata.yaml (mdatagen is not available here); metadata_test.go
+// checks it against that file.
 
 // Package metadata contains the telemetry and build information for the
 // receiver/gateway component.

@@ -66,3 +66,22 @@ func TestAppendCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistry checks the registered formats: the default is Format(0),
+// the zero value, and names and media types are unique.
+func TestRegistry(t *testing.T) {
+	if !Format(0).Spec().Default || Format(0) != FormatText004 {
+		t.Errorf("Format(0) = %s, want the default, text 0.0.4", Format(0))
+	}
+	names, types := map[string]bool{}, map[string]bool{}
+	for _, f := range Formats() {
+		s := f.Spec()
+		if names[s.Name] || types[string(s.MediaType)] {
+			t.Errorf("format %s: name or media type %q registered twice", s.Name, s.MediaType)
+		}
+		names[s.Name], types[string(s.MediaType)] = true, true
+		if f != 0 && s.Default {
+			t.Errorf("format %s is a second default", s.Name)
+		}
+	}
+}

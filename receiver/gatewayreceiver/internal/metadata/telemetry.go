@@ -1,5 +1,6 @@
-// Written by hand in the style of mdatagen's output; keep it in step with the
-// telemetry section of ../../metadata.yaml.
+// Written by hand, in the shape mdatagen would generate from the telemetry
+// section of ../../metadata.yaml; metadata_test.go checks every instrument
+// against that file (internal/metadatacheck).
 
 package metadata
 
@@ -18,7 +19,8 @@ func Meter(settings component.TelemetrySettings) metric.Meter {
 
 // TelemetryBuilder holds the receiver's internal telemetry instruments.
 type TelemetryBuilder struct {
-	// ReceiverGatewayRequests counts export requests by transport and outcome.
+	// ReceiverGatewayRequests counts export requests by transport (http,
+	// grpc) and outcome.
 	ReceiverGatewayRequests metric.Int64Counter
 	// ReceiverGatewaySpans counts spans examined, by outcome (counted as a
 	// request, or ignored because they are not gateway root spans).
@@ -56,7 +58,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ReceiverGatewayRequests, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_requests",
-		metric.WithDescription("Export requests received, by transport and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused). [Development]"),
+		metric.WithDescription("Export requests received, by transport (http, grpc) and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -1,5 +1,6 @@
-// Written by hand in the style of mdatagen's output; keep it in step with the
-// telemetry section of ../../metadata.yaml.
+// Written by hand, in the shape mdatagen would generate from the telemetry
+// section of ../../metadata.yaml; metadata_test.go checks every instrument
+// against that file (internal/metadatacheck).
 
 package metadata
 
@@ -21,8 +22,9 @@ type TelemetryBuilder struct {
 	// ProcessorCumulativePoints counts delta points by outcome (accumulated,
 	// dropped, overflowed) and reason.
 	ProcessorCumulativePoints metric.Int64Counter
-	// ProcessorCumulativeStreams tracks the number of streams held in memory.
-	ProcessorCumulativeStreams metric.Int64UpDownCounter
+	// ProcessorCumulativeStreamsTracked tracks the number of streams held in
+	// memory.
+	ProcessorCumulativeStreamsTracked metric.Int64UpDownCounter
 	// ProcessorCumulativeStreamsLimit is the configured max_streams.
 	ProcessorCumulativeStreamsLimit metric.Int64Gauge
 	// ProcessorCumulativeCacheLookups counts identity-cache lookups by result
@@ -43,7 +45,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
-	tb.ProcessorCumulativeStreams, err = meter.Int64UpDownCounter(
+	tb.ProcessorCumulativeStreamsTracked, err = meter.Int64UpDownCounter(
 		"otelcol_processor_cumulative_streams_tracked",
 		metric.WithDescription("Delta streams whose cumulative state is held in memory, overflow streams included. [Development]"),
 		metric.WithUnit("{stream}"),

@@ -13,7 +13,7 @@ import (
 // FuzzLabelValueRoundTrip writes a series with a hostile label value and help
 // text and reads it back with Prometheus's own parser: the value must come
 // back unchanged and the exposition must parse.
-// Run: go test ./internal/exposition -run '^$' -fuzz FuzzLabelValueRoundTrip -fuzztime 60s
+// Run: go test ./exporter/promstreamexporter/internal/exposition -run '^$' -fuzz FuzzLabelValueRoundTrip -fuzztime 60s
 func FuzzLabelValueRoundTrip(f *testing.F) {
 	for _, s := range []string{"plain", `quo"te`, `back\slash`, "new\nline", `\"\n\\`, "ünï✓", "} 1\nfake 2"} {
 		f.Add(s, s)

@@ -1,4 +1,8 @@
-// Package exposition writes the Prometheus text exposition format 0.0.4.
+// Package exposition is the promstream exporter's exposition formats: the
+// registry of formats it can write and their content negotiation
+// (format.go, one file per format), and the text writing the text formats
+// share (this file: escaping, numbers, # TYPE / # HELP headers). It lives
+// under the exporter because nothing else writes expositions.
 //
 // Everything here appends to a caller-owned []byte and never allocates beyond
 // growing it, so callers pre-render what they can (a series' label block) once
@@ -7,7 +11,7 @@
 // translates names with prometheus/otlptranslator before they get here).
 //
 // Format reference: https://prometheus.io/docs/instrumenting/exposition_formats/
-package exposition // import "github.com/otelgateway/otelgateway/internal/exposition"
+package exposition // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 
 import (
 	"math"

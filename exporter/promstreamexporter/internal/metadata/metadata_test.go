@@ -1,0 +1,32 @@
+package metadata
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.uber.org/goleak"
+
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestMetadataYAML holds status.go and telemetry.go to ../../metadata.yaml:
+// type, class and stability, and every instrument as the SDK registers it.
+func TestMetadataYAML(t *testing.T) {
+	md := metadatacheck.Read(t, "../../metadata.yaml")
+	metadatacheck.Status(t, md, Type, "exporter", map[string]component.StabilityLevel{"metrics": MetricsStability})
+
+	tel := componenttest.NewTelemetry()
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	tb, err := NewTelemetryBuilder(tel.NewTelemetrySettings(), func() int64 { return 1 }, func() int64 { return 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Shutdown()
+	metadatacheck.Telemetry(t, md, tel, tb)
+}
