@@ -1,4 +1,9 @@
-package gatewayreceiver
+// Package gatewayreceiver is the `gateway` receiver: it turns the spans,
+// access logs and upstream health that API gateways already emit into
+// request, latency, bandwidth and health metrics (README.md). Gateways live
+// in internal/gateway (one home each, one registry), upstream health in
+// internal/health, naming profiles in profile_<name>.go.
+package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver"
 
 import (
 	"context"

@@ -1,6 +1,17 @@
-// Package gateway holds the normalized gateway request event and the mappers
-// that turn what gateways emit (OTLP spans, Kong http-log and APISIX
-// http-logger JSON) into it.
+// Package gateway holds what the gateway receiver knows about each gateway,
+// and the normalized request event every input becomes.
+//
+// Each gateway has one home (kong.go, apisix.go, envoy.go, semconv.go, with
+// their <name>_httplog.go and <name>_health.go decoders) holding its
+// detection, span mapping, access-log decoding, health decoding and admin
+// API poll, listed once in registry.go. The shared machinery reduces OTLP
+// spans from pdata (spans_pdata.go) or protobuf bytes (otlp_proto.go) to
+// records (spanrec.go) and maps each root span through its gateway's home
+// (spans.go). The facts each home relies on are in docs/gateways.md, cited
+// by section.
+//
+// It is the receiver's alone (internal to receiver/gatewayreceiver); the
+// bench modules measure it through the receiver.
 //
 // Lifetime: strings in an Event borrow the memory of the input they were read
 // from (pdata, or a decoded JSON entry): they are valid only while that input
