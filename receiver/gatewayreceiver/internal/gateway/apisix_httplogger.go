@@ -59,18 +59,19 @@ func (a *apisixEntry) event(e *Event) error {
 	if a.Consumer != nil {
 		e.Consumer = a.Consumer.Username
 	}
-	e.TotalMS = a.Latency.ms()
-	e.UpstreamMS = a.UpstreamLatency.ms()
-	e.AddedMS = a.APISIXLatency.ms()
+	var p plausible
+	e.TotalMS = p.ms("latency", a.Latency)
+	e.UpstreamMS = p.ms("upstream_latency", a.UpstreamLatency)
+	e.AddedMS = p.ms("apisix_latency", a.APISIXLatency)
 	if e.UpstreamMS >= 0 {
 		e.Source = SourceUpstream
 	} else {
 		e.Source = SourceGateway
 	}
-	e.RequestSize = a.Request.Size.size()
-	e.ResponseSize = a.Response.Size.size()
-	a.LLMSummary.genAI(&e.GenAI)
-	return nil
+	e.RequestSize = p.count("request.size", a.Request.Size, maxBytes)
+	e.ResponseSize = p.count("response.size", a.Response.Size, maxBytes)
+	a.LLMSummary.genAI(&e.GenAI, &p)
+	return p.err
 }
 
 // lastAddr returns the last address of nginx's "a, b : c" list.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -100,4 +101,44 @@ func FuzzDecodeAPISIXHTTPLogger(f *testing.F) {
 			t.Fatalf("%d entry errors for %d entries", len(errs), n)
 		}
 	})
+}
+
+// A broken NDJSON line rejects only itself: the lines after it are counted
+// (APISIX does not resend a batch answered 200), and every line is either
+// an event or an error.
+func TestAPISIXNDJSONGoesOnAfterABadLine(t *testing.T) {
+	good := `{"request":{"method":"GET"},"response":{"status":200},"route_id":"1","latency":3}`
+	body := good + "\n{\"broken\n" + good + "\n\n" + `{"response":{}}` + "\n" + good + "\n" + `{"a":1} {"b":2}` + "\n"
+	got, n, errs, err := decodeAPISIX(t, body)
+	if err != nil || n != 6 || len(got) != 3 || len(errs) != 3 {
+		t.Fatalf("n=%d events=%d errors=%v err=%v", n, len(got), errs, err)
+	}
+	want := []string{"entry 1: unexpected EOF", "entry 3: response.status is missing", "entry 5: more than one JSON value on one line"}
+	for i, e := range errs {
+		if e.Error() != want[i] {
+			t.Errorf("error %d = %q, want %q", i, e.Error(), want[i])
+		}
+	}
+	// No line parses: the body is refused whole.
+	if _, _, _, err := decodeAPISIX(t, "{\"broken\n<xml/>"); err == nil || !strings.Contains(err.Error(), ErrBody.Error()) {
+		t.Errorf("a body of broken lines: %v", err)
+	}
+}
+
+// An empty batch and a body nested past MaxLogDepth are refused whole,
+// before any entry is decoded.
+func TestLogBodiesRefusedWhole(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, MaxLogDepth) + `1` + strings.Repeat(`}`, MaxLogDepth)
+	deeper := `[` + deep + `]`
+	for name, body := range map[string]string{"empty array": `[]`, "nested": deeper, "nested line": `{"x":[` + deep + `]}`} {
+		for _, ndjson := range []bool{false, true} {
+			n, _, err := forEachEntry([]byte(body), ndjson, func(int, json.RawMessage) error { return nil })
+			if err == nil || n != 0 {
+				t.Errorf("%s (ndjson %v): n=%d err=%v", name, ndjson, n, err)
+			}
+		}
+	}
+	if n, _, err := forEachEntry([]byte(deep), false, func(int, json.RawMessage) error { return nil }); err != nil || n != 1 {
+		t.Errorf("a body exactly MaxLogDepth deep: n=%d err=%v", n, err)
+	}
 }

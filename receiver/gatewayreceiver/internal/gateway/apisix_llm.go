@@ -38,12 +38,13 @@ func (s *apisixLLMSummary) reset() {
 // genAI fills g. gen_ai.request.model is the model the request was made to,
 // which is llm_model; the client's model only stands in when APISIX logged
 // none. APISIX does not log the response model, so ResponseModel stays empty.
-func (s *apisixLLMSummary) genAI(g *GenAI) {
+func (s *apisixLLMSummary) genAI(g *GenAI, p *plausible) {
 	g.RequestModel = string(s.Model)
 	if g.RequestModel == "" {
 		g.RequestModel = string(s.RequestModel)
 	}
-	g.InputTokens, g.OutputTokens = s.PromptTokens.size(), s.CompletionTokens.size()
+	g.InputTokens = p.count("llm_summary.prompt_tokens", s.PromptTokens, maxTokens)
+	g.OutputTokens = p.count("llm_summary.completion_tokens", s.CompletionTokens, maxTokens)
 }
 
 // looseString is a JSON string; any other JSON value reads as "". APISIX

@@ -102,14 +102,21 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return false, aiFieldError(key, err)
 	}
-	in, out := p.Usage.PromptTokens.size(), p.Usage.CompletionTokens.size()
+	var pl plausible
+	prefix := "ai." + key + "."
+	in := pl.count(prefix+"usage.prompt_tokens", p.Usage.PromptTokens, maxTokens)
+	out := pl.count(prefix+"usage.completion_tokens", p.Usage.CompletionTokens, maxTokens)
+	latency := pl.ms(prefix+"meta.llm_latency", p.Meta.LLMLatency)
+	if pl.err != nil {
+		return false, pl.err
+	}
 	m := &p.Meta
 	if m.ProviderName == "" && m.RequestModel == "" && m.ResponseModel == "" && in < 0 && out < 0 {
 		return false, nil
 	}
 	g.Provider, g.RequestModel, g.ResponseModel = m.ProviderName, m.RequestModel, m.ResponseModel
 	g.InputTokens, g.OutputTokens = in, out
-	g.ProviderMS = m.LLMLatency.ms()
+	g.ProviderMS = latency
 	return true, nil
 }
 

@@ -100,11 +100,15 @@ func (k *kongEntry) event(e *Event) error {
 	default:
 		e.Source = SourceGateway
 	}
-	e.TotalMS = k.Latencies.Request.ms()
-	e.UpstreamMS = k.Latencies.Proxy.ms() // -1 (no upstream) reads as Unknown
-	e.AddedMS = k.Latencies.Kong.ms()
-	e.RequestSize = k.Request.Size.size()
-	e.ResponseSize = k.Response.Size.size()
+	var p plausible
+	e.TotalMS = p.ms("latencies.request", k.Latencies.Request)
+	e.UpstreamMS = p.ms("latencies.proxy", k.Latencies.Proxy) // -1 (no upstream) reads as Unknown
+	e.AddedMS = p.ms("latencies.kong", k.Latencies.Kong)
+	e.RequestSize = p.count("request.size", k.Request.Size, maxBytes)
+	e.ResponseSize = p.count("response.size", k.Response.Size, maxBytes)
+	if p.err != nil {
+		return p.err
+	}
 	if n := len(k.Tries); n > 0 {
 		last := k.Tries[n-1]
 		e.Target = last.IP

@@ -141,3 +141,31 @@ func checkEvent(t *testing.T, e *Event) {
 		t.Fatalf("tokens %d %d", e.GenAI.InputTokens, e.GenAI.OutputTokens)
 	}
 }
+
+// An implausible number (beyond a day of latency, NaN, a negative other
+// than Kong's -1, a fractional or huge size, absurd token counts) refuses
+// its entry, naming the field, and never reaches a sum: the entries beside
+// it are unaffected.
+func TestImplausibleValuesRejectTheEntry(t *testing.T) {
+	ok := `{"response":{"status":200},"request":{"method":"GET","size":10},"latencies":{"request":5,"kong":1,"proxy":-1}}`
+	cases := map[string]struct{ entry, want string }{
+		"huge latency":     {`{"response":{"status":200},"latencies":{"request":1e300}}`, "latencies.request: 1e+300 is not a latency in ms from 0 to 86400000"},
+		"NaN latency":      {`{"response":{"status":200},"latencies":{"kong":"NaN"}}`, "latencies.kong: NaN is not a latency in ms from 0 to 86400000"},
+		"negative latency": {`{"response":{"status":200},"latencies":{"proxy":-5}}`, "latencies.proxy: -5 is not a latency in ms from 0 to 86400000"},
+		"fractional size":  {`{"response":{"status":200,"size":1.5}}`, "response.size: 1.5 is not a whole number from 0 to 1099511627776"},
+		"huge size":        {`{"response":{"status":200},"request":{"size":1e20}}`, "request.size: 1e+20 is not a whole number from 0 to 1099511627776"},
+		"absurd tokens": {`{"response":{"status":200},"ai":{"proxy":{"meta":{"provider_name":"openai"},"usage":{"prompt_tokens":1e12}}}}`,
+			"ai.proxy.usage.prompt_tokens: 1e+12 is not a whole number from 0 to 4294967296"},
+	}
+	for name, c := range cases {
+		var got []Event
+		n, errs, err := DecodeKongHTTPLog([]byte("["+ok+","+c.entry+","+ok+"]"), func(e *Event) { got = append(got, *e) })
+		if err != nil || n != 3 || len(got) != 2 || len(errs) != 1 || errs[0].Index != 1 || errs[0].Err.Error() != c.want {
+			t.Errorf("%s: n=%d events=%d errors=%v err=%v, want entry 1: %s", name, n, len(got), errs, err, c.want)
+		}
+	}
+	var got []Event
+	if _, errs, _ := DecodeAPISIXHTTPLogger([]byte(`{"response":{"status":200},"latency":1e300}`), func(e *Event) { got = append(got, *e) }); len(errs) != 1 || len(got) != 0 {
+		t.Errorf("APISIX latency 1e300: errors %v, events %d", errs, len(got))
+	}
+}

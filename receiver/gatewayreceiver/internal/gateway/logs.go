@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
 )
@@ -26,49 +25,127 @@ func (e *EntryError) Error() string {
 // can be trusted, so it is rejected whole.
 var ErrBody = errors.New("body is not a JSON object, array or newline-delimited objects")
 
+// MaxLogDepth bounds the nesting of a log body (objects and arrays): Kong's
+// and APISIX's entries nest a few levels; 100, the depth pdata allows OTLP
+// values, leaves room for custom fields and stops a body built to make the
+// decoder recurse.
+const MaxLogDepth = 100
+
 // forEachEntry splits a log body into its entries: one JSON object, a JSON
-// array of entries, or (if ndjson) objects separated by whitespace/newlines.
-// fn is called with each entry's raw bytes and index; its error is recorded
-// for that entry only. It returns how many entries there were.
+// array of entries, or (if ndjson) one object per line. fn is called with
+// each entry's raw bytes and index; its error is recorded for that entry
+// only. It returns how many entries there were: every entry is either
+// handed to fn without error or listed in entryErrs.
 func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) error) (n int, entryErrs []EntryError, err error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return 0, nil, errors.New("empty body")
 	}
-	if trimmed[0] == '[' {
-		var raws []json.RawMessage
-		if err := json.Unmarshal(trimmed, &raws); err != nil {
-			return 0, nil, errors.Join(ErrBody, err)
-		}
-		for i, raw := range raws {
-			if err := fn(i, raw); err != nil {
-				entryErrs = append(entryErrs, EntryError{Index: i, Err: err})
-			}
-		}
-		return len(raws), entryErrs, nil
+	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
+		return 0, nil, errors.Join(ErrBody, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	for i := 0; ; i++ {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return i, entryErrs, nil
-			}
-			if i == 0 {
-				return 0, nil, errors.Join(ErrBody, err)
-			}
-			// A broken line after good ones: the lines before stand, the
-			// rest of the body cannot be split reliably.
-			entryErrs = append(entryErrs, EntryError{Index: i, Err: err})
-			return i + 1, entryErrs, nil
-		}
-		if i == 1 && !ndjson {
-			return 0, nil, errors.Join(ErrBody, errors.New("more than one JSON value; send an array"))
-		}
+	entry := func(i int, raw []byte) {
 		if err := fn(i, raw); err != nil {
 			entryErrs = append(entryErrs, EntryError{Index: i, Err: err})
 		}
 	}
+	switch {
+	case trimmed[0] == '[':
+		var raws []json.RawMessage
+		if err := json.Unmarshal(trimmed, &raws); err != nil {
+			return 0, nil, errors.Join(ErrBody, err)
+		}
+		if len(raws) == 0 {
+			return 0, nil, errors.Join(ErrBody, errors.New("an empty array holds no entry"))
+		}
+		for i, raw := range raws {
+			entry(i, raw)
+		}
+		return len(raws), entryErrs, nil
+	case json.Valid(trimmed):
+		// One value (an object, possibly spread over several lines).
+		entry(0, trimmed)
+		return 1, entryErrs, nil
+	case !ndjson:
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, nil, errors.Join(ErrBody, err)
+		}
+		return 0, nil, errors.Join(ErrBody, errors.New("more than one JSON value; send an array"))
+	}
+	// NDJSON: one entry per non-empty line. A broken line is that entry's
+	// error; the lines after it still count, since APISIX does not resend
+	// a batch answered 200. Only a body of which no line parses is refused
+	// whole.
+	var firstErr error
+	broken := 0
+	for len(trimmed) > 0 {
+		line := trimmed
+		if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
+			line, trimmed = trimmed[:i], trimmed[i+1:]
+		} else {
+			trimmed = nil
+		}
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
+		}
+		if json.Valid(line) {
+			entry(n, line)
+		} else {
+			err := lineError(line)
+			if firstErr == nil {
+				firstErr = err
+			}
+			broken++
+			entryErrs = append(entryErrs, EntryError{Index: n, Err: err})
+		}
+		n++
+	}
+	if broken == n {
+		return 0, nil, errors.Join(ErrBody, firstErr)
+	}
+	return n, entryErrs, nil
+}
+
+// lineError says why an NDJSON line is not one JSON value.
+func lineError(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	return errors.New("more than one JSON value on one line")
+}
+
+// CheckJSONDepth reports an error when b nests objects and arrays deeper than
+// max. It scans the bytes once, without allocating, before any decoder
+// allocates per level; it does not check that b is valid JSON.
+func CheckJSONDepth(b []byte, max int) error {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > max {
+				return errors.New("JSON nested deeper than " + strconv.Itoa(max) + " levels at byte " + strconv.Itoa(i))
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
 }
 
 // Number is a JSON number that some gateways send as a string (nginx
@@ -100,19 +177,61 @@ func (n *Number) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Plausibility bounds of logged values. A value beyond them refuses its
+// entry (counted as rejected, with the field named) instead of entering a
+// sum or histogram: one latency of 1e300 ms would otherwise set a series'
+// _sum to 1e297 s, after which normal entries add nothing it can show.
+const (
+	maxLatencyMS = 24 * 60 * 60 * 1000 // a day
+	maxBytes     = 1 << 40             // 1 TiB in one request or response
+	maxTokens    = 1 << 32             // tokens of one LLM request
+)
+
+// plausible reads an entry's numbers, keeping the first implausible one as
+// the entry's error. Absent, null and -1 (Kong's "no upstream") read as
+// Unknown.
+type plausible struct{ err error }
+
+func (p *plausible) fail(field string, f float64, want string) {
+	if p.err == nil {
+		p.err = errors.New(field + ": " + strconv.FormatFloat(f, 'g', -1, 64) + " is not " + want)
+	}
+}
+
+// ms reads a latency in milliseconds: 0 to a day.
+func (p *plausible) ms(field string, n Number) float64 {
+	f := float64(n)
+	switch {
+	case f == Unknown:
+		return Unknown
+	case !(f >= 0 && f <= maxLatencyMS): // NaN fails both
+		p.fail(field, f, "a latency in ms from 0 to 86400000")
+		return Unknown
+	}
+	return f
+}
+
+// count reads a whole number from 0 to max (bytes, tokens).
+func (p *plausible) count(field string, n Number, max float64) int64 {
+	f := float64(n)
+	switch {
+	case f == Unknown:
+		return Unknown
+	case !(f >= 0 && f <= max) || f != math.Trunc(f):
+		p.fail(field, f, "a whole number from 0 to "+strconv.FormatFloat(max, 'f', -1, 64))
+		return Unknown
+	}
+	return int64(f)
+}
+
+// size reads a port or similar small whole number; Unknown when it is not
+// one (no error: callers range-check it themselves).
 func (n Number) size() int64 {
 	f := float64(n)
 	if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
 		return Unknown
 	}
 	return int64(f)
-}
-
-func (n Number) ms() float64 {
-	if !(n >= 0) {
-		return Unknown
-	}
-	return float64(n)
 }
 
 func unknownNumber() Number { return Unknown }

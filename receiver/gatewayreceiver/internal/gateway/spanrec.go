@@ -246,8 +246,11 @@ const (
 
 func (s *spanRec) hasParent() bool { return s.parent != [8]byte{} }
 
+// durationMS is the span's duration; Unknown without a start, ending before
+// it starts, or longer than a day (a clock error or a forged span, which
+// would otherwise poison a latency sum for good).
 func (s *spanRec) durationMS() float64 {
-	if s.start == 0 || s.end < s.start {
+	if s.start == 0 || s.end < s.start || s.end-s.start > maxLatencyMS*1e6 {
 		return Unknown
 	}
 	return float64(s.end-s.start) / 1e6
