@@ -14,10 +14,24 @@ import (
 )
 
 // overflowKey is the tuple every event of a new tuple is folded into once
-// max_series tuples exist: per gateway resource, its series carry only
+// max_series tuples are held: per gateway resource, its series carry only
 // otel.metric.overflow=true.
 func overflowKey(k tupleKey) tupleKey {
 	return tupleKey{namespace: k.namespace, gateway: k.gateway, overflow: true}
+}
+
+// gatewayOverflowKey is the one tuple of every gateway (resource) beyond
+// max_gateways: no resource, only otel.metric.overflow=true.
+var gatewayOverflowKey = tupleKey{overflow: true}
+
+// limits are the aggregator's bounds on held state, across flush windows.
+type limits struct {
+	// maxSeries bounds the distinct label tuples held (0: none); maxGateways
+	// the distinct gateway resources (namespace, service.name) (0: none).
+	maxSeries, maxGateways int
+	// expiryWindows: a tuple or gateway unseen for this many flush windows
+	// is no longer held.
+	expiryWindows int64
 }
 
 // series is one stream of one family over the current window. Sums use
@@ -90,6 +104,11 @@ type bundle struct {
 	// series, so an event writes one line instead of one per family; take
 	// propagates it to the series.
 	seen bool
+	// gw is the held key of the bundle's gateway ("" for an overflow tuple
+	// or a profile without resources), refreshed with the bundle.
+	gw string
+	// held: the tuple counts against max_series (overflow tuples do not).
+	held bool
 }
 
 type familyState struct {
@@ -111,12 +130,21 @@ type familyState struct {
 // or log batch); take and merge take it themselves. pdata is built from the
 // snapshot after mu is released.
 type aggregator struct {
-	mu        sync.Mutex
-	prof      *profile
-	dims      dimensions
-	maxSeries int
-	bundles   map[string]*bundle // by encodeKey of the tuple
+	mu      sync.Mutex
+	prof    *profile
+	dims    dimensions
+	lim     limits
+	bundles map[string]*bundle // by encodeKey of the tuple
+	// held are the tuples admitted under max_series and gateways the
+	// gateways admitted under max_gateways, each with the last window it
+	// was used in. They outlive bundles (dropped after an idle window) so
+	// the bounds hold across windows: a tuple leaves only after
+	// expiryWindows without an event.
+	held     map[string]int64
+	gateways map[string]int64
+	window   int64
 	keyBuf    []byte
+	gwBuf     []byte
 	fams      []familyState
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
@@ -134,8 +162,9 @@ type point struct {
 	bucketsStart int // into bucketBuf
 }
 
-func newAggregator(prof *profile, dims dimensions, maxSeries int) *aggregator {
-	a := &aggregator{prof: prof, dims: dims, maxSeries: maxSeries, bundles: make(map[string]*bundle)}
+func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
+	a := &aggregator{prof: prof, dims: dims, lim: lim, bundles: make(map[string]*bundle),
+		held: make(map[string]int64), gateways: make(map[string]int64)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range a.fams {
 		a.fams[i].series = make(map[tupleKey]*series)
@@ -154,15 +183,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
 	b := a.bundles[string(a.keyBuf)] // no allocation: the compiler borrows keyBuf
 	if b == nil {
-		if a.maxSeries > 0 && len(a.bundles) >= a.maxSeries {
-			a.overflowed++
-			k = overflowKey(k)
-			a.keyBuf = encodeKey(a.keyBuf[:0], &k)
-			b = a.bundles[string(a.keyBuf)]
-		}
-		if b == nil {
-			b = a.newBundle(cloneKey(k), string(a.keyBuf))
-		}
+		b = a.admitLocked(k)
 	}
 	b.seen = true
 	for i := range a.prof.families {
@@ -179,6 +200,56 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		}
 	}
 	return true
+}
+
+// admitLocked finds the bundle of a tuple that has none this window (a.keyBuf
+// holds its encoding): a held tuple gets its bundle back; a new one is held
+// if max_series and max_gateways allow, else its events go to its gateway's
+// overflow tuple, or to the one tuple of gateways beyond max_gateways.
+func (a *aggregator) admitLocked(k tupleKey) *bundle {
+	gw := ""
+	if k.namespace != "" || k.gateway != "" {
+		a.gwBuf = append(append(append(a.gwBuf[:0], k.namespace...), 0), k.gateway...)
+		if _, ok := a.gateways[string(a.gwBuf)]; ok {
+			gw = string(a.gwBuf)
+		} else if a.lim.maxGateways > 0 && len(a.gateways) >= a.lim.maxGateways {
+			a.overflowed++
+			return a.overflowBundle(gatewayOverflowKey, "")
+		} else {
+			gw = string(a.gwBuf)
+			a.gateways[gw] = a.window
+		}
+	}
+	_, held := a.held[string(a.keyBuf)]
+	if !held && a.lim.maxSeries > 0 && len(a.held) >= a.lim.maxSeries {
+		a.overflowed++
+		return a.overflowBundle(overflowKey(k), gw)
+	}
+	key := string(a.keyBuf)
+	if !held {
+		a.held[key] = a.window
+	}
+	b := a.newBundle(cloneKey(k), key)
+	b.gw, b.held = gw, true
+	return b
+}
+
+// overflowBundle is the bundle of an overflow tuple, created on first use.
+func (a *aggregator) overflowBundle(k tupleKey, gw string) *bundle {
+	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+	if b := a.bundles[string(a.keyBuf)]; b != nil {
+		return b
+	}
+	b := a.newBundle(cloneKey(k), string(a.keyBuf))
+	b.gw = gw
+	return b
+}
+
+// heldTuples is the number of tuples held against max_series.
+func (a *aggregator) heldTuples() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.held)
 }
 
 // newBundle creates the bundle of k, sharing the series that other bundles
@@ -257,15 +328,24 @@ func (a *aggregator) take() ([]point, []uint64) {
 		clear(fs.touched)
 		fs.touched = fs.touched[:0]
 	}
-	// A series stays while a bundle that holds it was used this window.
-	for _, b := range a.bundles {
+	// A series stays while a bundle that holds it was used this window;
+	// the bundle's tuple and gateway stay held.
+	for key, b := range a.bundles {
 		if b.seen {
 			for _, s := range b.series {
 				s.seen = true
 			}
 			b.seen = false
+			if b.held {
+				a.held[key] = a.window
+			}
+			if b.gw != "" {
+				a.gateways[b.gw] = a.window
+			}
 		}
 	}
+	a.expireHeldLocked()
+	a.window++
 	evicted := false
 	for i := range a.fams {
 		for k, s := range a.fams[i].series {
@@ -280,6 +360,25 @@ func (a *aggregator) take() ([]point, []uint64) {
 		clear(a.bundles)
 	}
 	return a.snap, a.bucketBuf
+}
+
+// expireHeldLocked lets go of tuples and gateways unused for
+// expiryWindows windows, so new ones can be held in their place.
+func (a *aggregator) expireHeldLocked() {
+	if a.lim.expiryWindows <= 0 {
+		return
+	}
+	cutoff := a.window - a.lim.expiryWindows // last used in cutoff or before: idle for expiryWindows windows
+	for k, w := range a.held {
+		if w <= cutoff {
+			delete(a.held, k)
+		}
+	}
+	for k, w := range a.gateways {
+		if w <= cutoff {
+			delete(a.gateways, k)
+		}
+	}
 }
 
 // merge adds points back, used when a flush failed with a retryable error.

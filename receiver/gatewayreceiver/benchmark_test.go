@@ -57,7 +57,7 @@ func BenchmarkAggregate(b *testing.B) {
 	}
 	for _, prof := range []string{profileOTel, profileKong} {
 		b.Run(prof, func(b *testing.B) {
-			a := newAggregator(profileByName(prof), dimensions{}, 0)
+			a := newAggregator(profileByName(prof), dimensions{}, limits{})
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			for i := range evs {

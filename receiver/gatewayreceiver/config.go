@@ -22,7 +22,20 @@ const (
 	defaultHTTPEndpoint  = "localhost:14318"
 	defaultFlushInterval = 5 * time.Second
 	defaultMaxSeries     = 10000
-	tracesURLPath        = "/v1/traces"
+	defaultMaxGateways   = 1000
+	defaultTupleExpiry   = 5 * time.Minute
+	// defaultMaxInFlight bounds request bytes held at once (see
+	// internal/admission): with the decode weights below, one 20 MiB OTLP
+	// JSON export at a time, or hundreds of typical gateway batches.
+	defaultMaxInFlight = 64 << 20
+	// Timeouts of the HTTP server, on by default so a client that stops
+	// half-way through its headers or body cannot hold a connection (and
+	// its buffer) forever.
+	defaultReadHeaderTimeout = 10 * time.Second
+	// defaultReadTimeout bounds a whole request read, and (http.Server's
+	// rule when no idle timeout is set) an idle keep-alive connection.
+	defaultReadTimeout = 30 * time.Second
+	tracesURLPath      = "/v1/traces"
 )
 
 // Config is the gateway receiver's configuration.
@@ -38,12 +51,28 @@ type Config struct {
 	// Dimensions are the optional gateway.* attributes of the otel profile
 	// (service, upstream, target, consumer, response_source).
 	Dimensions []string `mapstructure:"dimensions"`
-	// MaxSeries bounds the label tuples held per window; events of a new
-	// tuple beyond it are counted under the otel.metric.overflow tuple.
+	// MaxSeries bounds the label tuples held, receiver-wide and across
+	// flush windows, resources and profiles: a tuple is held from its first
+	// event until tuple_expiry passes without one. Events of a new tuple
+	// beyond it are counted under its gateway's otel.metric.overflow tuple.
 	MaxSeries int `mapstructure:"max_series"`
+	// MaxGateways bounds the distinct gateway resources (service.namespace,
+	// service.name) held the same way; events of further gateways are
+	// counted under one overflow tuple without a resource.
+	MaxGateways int `mapstructure:"max_gateways"`
+	// TupleExpiry is how long a held tuple (or gateway) lasts without an
+	// event before it stops counting against the bounds; keep it at least
+	// the cumulative processor's max_stale and the exporter's
+	// metric_expiration, so the bound holds for their series too.
+	TupleExpiry time.Duration `mapstructure:"tuple_expiry"`
 	// Detect forces the gateway kind of OTLP traces (auto, kong, apisix,
 	// envoy, semconv).
 	Detect string `mapstructure:"detect"`
+	// MaxRequestBytesInFlight bounds the request bytes held at once across
+	// every ingest path (HTTP, gRPC, logs, push), weighted by what decoding
+	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
+	// 0 turns the bound off.
+	MaxRequestBytesInFlight int64 `mapstructure:"max_request_bytes_in_flight"`
 	// Health polls and receives upstream health (config_health.go); off
 	// unless the section is present.
 	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
@@ -66,6 +95,8 @@ func createDefaultConfig() *Config {
 	grpcCfg.NetAddr.Endpoint = defaultGRPCEndpoint
 	httpCfg := confighttp.NewDefaultServerConfig()
 	httpCfg.NetAddr.Endpoint = defaultHTTPEndpoint
+	httpCfg.ReadHeaderTimeout = defaultReadHeaderTimeout
+	httpCfg.ReadTimeout = defaultReadTimeout
 	return &Config{
 		Protocols: Protocols{
 			GRPC: configoptional.Some(grpcCfg),
@@ -74,8 +105,12 @@ func createDefaultConfig() *Config {
 		FlushInterval: defaultFlushInterval,
 		Profile:       profileOTel,
 		MaxSeries:     defaultMaxSeries,
-		Detect:        "auto",
-		Health:        configoptional.Default(defaultHealthConfig()),
+		MaxGateways:   defaultMaxGateways,
+		TupleExpiry:   defaultTupleExpiry,
+
+		MaxRequestBytesInFlight: defaultMaxInFlight,
+		Detect:                  "auto",
+		Health:                  configoptional.Default(defaultHealthConfig()),
 	}
 }
 
@@ -105,8 +140,17 @@ func (c *Config) Validate() error {
 			errs = errors.Join(errs, fmt.Errorf("dimensions: unknown dimension %q, want one of service, upstream, target, consumer, response_source", d))
 		}
 	}
+	if c.MaxRequestBytesInFlight < 0 {
+		errs = errors.Join(errs, fmt.Errorf("max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", c.MaxRequestBytesInFlight))
+	}
 	if c.MaxSeries < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
+	}
+	if c.MaxGateways < 0 {
+		errs = errors.Join(errs, fmt.Errorf("max_gateways must be 0 (no limit) or positive, got %d", c.MaxGateways))
+	}
+	if c.TupleExpiry < 0 {
+		errs = errors.Join(errs, fmt.Errorf("tuple_expiry must be positive (0: never), got %v", c.TupleExpiry))
 	}
 	if k, ok := gateway.ParseKind(c.Detect); !ok || k.String() != c.Detect {
 		errs = errors.Join(errs, fmt.Errorf("detect must be one of %s, got %q", gateway.OneOf(gateway.DetectNames()), c.Detect))
@@ -156,6 +200,16 @@ func (c *Config) dimensions() dimensions {
 		}
 	}
 	return d
+}
+
+// limits are the aggregator's bounds; tuple_expiry counts in whole flush
+// windows (at least one).
+func (c *Config) limits() limits {
+	l := limits{maxSeries: c.MaxSeries, maxGateways: c.MaxGateways}
+	if c.TupleExpiry > 0 && c.FlushInterval > 0 {
+		l.expiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
+	}
+	return l
 }
 
 func (c *Config) detect() gateway.Kind {

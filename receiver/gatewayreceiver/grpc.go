@@ -14,11 +14,15 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 )
 
 var (
 	grpcAccepted  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "accepted"))
 	grpcMalformed = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "malformed"))
+	grpcThrottled = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "throttled"))
 )
 
 func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
@@ -27,7 +31,8 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	}
 	cfg := r.cfg.Protocols.GRPC.Get()
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
-		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})))
+		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})),
+		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)))
 	if err != nil {
 		return err
 	}
@@ -113,8 +118,27 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	})
 }
 
+// admitStream refuses a new call before its message is read while
+// max_request_bytes_in_flight is used up (Unavailable: OTLP exporters
+// retry it).
+func (r *gatewayReceiver) admitStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if r.admit.Full() {
+		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		return ctx, status.Error(codes.Unavailable, admission.BusyError(r.admit).Error())
+	}
+	return ctx, nil
+}
+
 func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportResponse, error) {
 	r, s := svc.r, in.s
+	weight := int64(weightDirectProto)
+	if r.nextTraces != nil {
+		weight = weightPdataProto
+	}
+	if !s.charge.Add(int64(len(s.body)) * weight) {
+		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		return nil, status.Error(codes.Unavailable, admission.BusyError(r.admit).Error())
+	}
 	if r.nextTraces == nil {
 		if err := r.countProto(ctx, s, s.body); err != nil {
 			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))

@@ -20,6 +20,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 const (
@@ -37,6 +40,7 @@ var (
 	httpBadMethod        = httpOutcome("method_not_allowed")
 	httpRefused          = httpOutcome("refused")
 	httpPartial          = httpOutcome("partially_accepted")
+	httpThrottled        = httpOutcome("throttled")
 )
 
 // Media types each path accepts; the first is named in 415 answers.
@@ -59,7 +63,7 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 		mux.HandleFunc(f.spec.Path, func(w http.ResponseWriter, req *http.Request) { r.handleLog(w, req, f) })
 	}
 	if r.health != nil && r.health.PushHandler() != nil {
-		mux.Handle(r.health.PushPath(), r.health.PushHandler())
+		mux.Handle(r.health.PushPath(), r.admitPush(r.health.PushHandler()))
 	}
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
 		confighttp.WithErrorHandler(r.decompressError))
@@ -87,12 +91,26 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	s := r.getScratch()
 	defer r.putScratch(s)
-	body, ok := r.readBody(w, req, enc, s)
+	direct := enc == pbContentType && r.nextTraces == nil
+	weight := int64(weightPdataProto)
+	switch {
+	case direct:
+		weight = weightDirectProto
+	case enc == jsonContentType:
+		weight = weightOTLPJSON
+	}
+	body, ok := r.readBody(w, req, enc, s, weight)
 	if !ok {
 		return
 	}
+	if enc == jsonContentType {
+		if err := gateway.CheckJSONDepth(body, maxOTLPJSONDepth); err != nil {
+			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
+			return
+		}
+	}
 	var err error
-	if enc == pbContentType && r.nextTraces == nil {
+	if direct {
 		if err = r.countProto(req.Context(), s, body); err != nil {
 			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP protobuf body: "+err.Error())
 			return
@@ -156,14 +174,47 @@ func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request,
 	return mt, true
 }
 
+// Decode weights: what holding and decoding a body costs, per body byte,
+// charged against max_request_bytes_in_flight (measured: pdata's protobuf
+// unmarshal allocates ~5× the body, its JSON unmarshal ~2.5× (JSON bodies
+// are ~2.5× larger for the same spans); the direct protobuf path keeps
+// only the body and the events; encoding/json log decoding ~2×).
+const (
+	weightDirectProto = 1
+	weightPdataProto  = 6
+	weightOTLPJSON    = 4
+	weightLogJSON     = 3
+)
+
+// maxOTLPJSONDepth bounds the nesting of an OTLP JSON body before pdata
+// decodes it: pdata refuses protobuf values nested past 100 levels, and a
+// JSON AnyValue level takes at most 4 JSON levels ({"kvlistValue":
+// {"values":[{"key":…,"value":…), plus the export's own ~16.
+const maxOTLPJSONDepth = 4*100 + 16
+
 // readBody reads the whole body into s's buffer, which the caller owns until
-// it puts s back; one over max_request_body_size gets 413.
-func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch) ([]byte, bool) {
-	body, err := readAll(s.body[:0], req.Body, req.ContentLength)
+// it puts s back. The body is admitted against max_request_bytes_in_flight
+// before it is read (a declared Content-Length that cannot fit gets 429 at
+// once) and charged as its bytes arrive, then for decoding (weight × its
+// size in all). One over max_request_body_size gets 413.
+func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch, weight int64) ([]byte, bool) {
+	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
+		_ = req.Body.Close()
+		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit))
+		return nil, false
+	}
+	body, err := readAll(s.body[:0], admission.NewBody(req.Body, &s.charge))
 	s.body = body
 	_ = req.Body.Close()
+	if err == nil && !s.charge.Add(int64(len(body))*(weight-1)) {
+		err = admission.BusyError(r.admit)
+	}
 	if err == nil {
 		return body, true
+	}
+	if errors.Is(err, admission.ErrBusy) {
+		r.rejectBusy(req.Context(), w, enc, err)
+		return nil, false
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
@@ -175,15 +226,15 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 	return nil, false
 }
 
-// maxPresize bounds what a declared Content-Length makes readAll allocate up
-// front, so a client that announces a huge body and sends little costs
-// nothing; bigger bodies grow as they arrive.
-const maxPresize = 4 << 20
+// minBuffer is the smallest body buffer; it grows (doubling) only as bytes
+// arrive, never to what a Content-Length announces, so a client that
+// announces a huge body and sends little costs little.
+const minBuffer = 16 << 10
 
 // readAll appends rd's bytes to dst (io.ReadAll into a reused buffer).
-func readAll(dst []byte, rd io.Reader, contentLength int64) ([]byte, error) {
-	if want := min(contentLength, maxPresize) + 1; want > 1 && int64(cap(dst)) < want {
-		dst = make([]byte, 0, want) // +1: room to see EOF without growing
+func readAll(dst []byte, rd io.Reader) ([]byte, error) {
+	if cap(dst) < minBuffer {
+		dst = make([]byte, 0, minBuffer)
 	}
 	for {
 		if len(dst) == cap(dst) {
@@ -212,6 +263,14 @@ func (r *gatewayReceiver) decompressError(w http.ResponseWriter, req *http.Reque
 		enc = pbContentType
 	}
 	r.reject(req.Context(), w, enc, code, outcome, msg)
+}
+
+// rejectBusy answers a request refused by max_request_bytes_in_flight: 429
+// with Retry-After, which OTLP exporters and the gateways' batch queues
+// retry.
+func (r *gatewayReceiver) rejectBusy(ctx context.Context, w http.ResponseWriter, enc string, err error) {
+	w.Header().Set("Retry-After", admission.RetryAfter)
+	r.reject(ctx, w, enc, http.StatusTooManyRequests, httpThrottled, err.Error())
 }
 
 // reject counts a refused request and answers it with a google.rpc.Status, as
@@ -253,7 +312,7 @@ func grpcCodeOf(httpCode int) codes.Code {
 		return codes.ResourceExhausted
 	case http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
 		return codes.Unimplemented
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		return codes.Unavailable
 	default:
 		return codes.Internal
@@ -266,3 +325,25 @@ func encodingName(enc string) string {
 	}
 	return "JSON"
 }
+
+// admitPush admits a health push against max_request_bytes_in_flight like
+// every other body: a declared Content-Length that cannot fit gets 429 before
+// anything is read, and the body is charged as it arrives (the push handler
+// answers a body refused half-way with 429 too).
+func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
+			_ = req.Body.Close()
+			w.Header().Set("Retry-After", admission.RetryAfter)
+			http.Error(w, admission.BusyError(r.admit).Error(), http.StatusTooManyRequests)
+			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushThrottled))
+			return
+		}
+		charge := r.admit.NewCharge()
+		defer charge.Release()
+		req.Body = admission.NewBody(req.Body, &charge)
+		h.ServeHTTP(w, req)
+	})
+}
+
+var pushThrottled = attribute.NewSet(attribute.String("outcome", "throttled"))

@@ -56,7 +56,7 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	}
 	s := r.getScratch()
 	defer r.putScratch(s)
-	body, ok := r.readBody(w, req, jsonContentType, s)
+	body, ok := r.readBody(w, req, jsonContentType, s, weightLogJSON)
 	if !ok {
 		return
 	}

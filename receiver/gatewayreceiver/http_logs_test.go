@@ -191,7 +191,7 @@ func TestTracesPassThrough(t *testing.T) {
 // profile (hash once, one bundle lookup, in-place updates).
 func TestAggregateDoesNotAllocate(t *testing.T) {
 	for _, name := range []string{profileOTel, profileKong, profileAPISIX} {
-		a := newAggregator(profileByName(name), dimensions{service: true, consumer: true}, 100)
+		a := newAggregator(profileByName(name), dimensions{service: true, consumer: true}, limits{maxSeries: 100})
 		var e gateway.Event
 		e.Reset()
 		e.Route, e.RouteID, e.Method, e.StatusCode, e.TotalMS, e.UpstreamMS, e.RequestSize, e.ResponseSize = "/a", "1", "GET", 200, 12, 10, 100, 200

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
@@ -40,6 +41,9 @@ type gatewayReceiver struct {
 	nextTraces consumer.Traces  // nil when not in a traces pipeline
 	telemetry  *metadata.TelemetryBuilder
 	agg        *aggregator
+	// admit bounds the request bytes held at once across every ingest
+	// path (internal/admission).
+	admit *admission.Limiter
 	// scratch hands each concurrent export its own *exportScratch.
 	scratch sync.Pool
 
@@ -71,7 +75,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		settings:  set,
 		next:      next,
 		telemetry: tb,
-		agg:       newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.MaxSeries),
+		agg:       newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.limits()),
+		admit:     admission.New(cfg.MaxRequestBytesInFlight),
 		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect()) }},
 	}, nil
 }
@@ -164,6 +169,9 @@ type exportScratch struct {
 	counter gateway.SpanCounter
 	events  []gateway.Event
 	body    []byte
+	// charge is what the request holds against max_request_bytes_in_flight;
+	// putScratch releases it.
+	charge admission.Charge
 	// collect appends an event to events (bound once, so passing it
 	// allocates nothing).
 	collect func(*gateway.Event)
@@ -178,11 +186,16 @@ func newScratch(detect gateway.Kind) *exportScratch {
 // maxPooledBody is the largest body buffer kept for reuse.
 const maxPooledBody = 8 << 20
 
-func (r *gatewayReceiver) getScratch() *exportScratch { return r.scratch.Get().(*exportScratch) }
+func (r *gatewayReceiver) getScratch() *exportScratch {
+	s := r.scratch.Get().(*exportScratch)
+	s.charge = r.admit.NewCharge()
+	return s
+}
 
 // putScratch pools s again; the events' strings may borrow the body, so both
 // are dropped together.
 func (r *gatewayReceiver) putScratch(s *exportScratch) {
+	s.charge.Release()
 	clear(s.events)
 	s.events = s.events[:0]
 	if cap(s.body) > maxPooledBody {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
@@ -20,6 +21,7 @@ var (
 	eventsRejected   = attribute.NewSet(attribute.String("outcome", "rejected"))
 	eventsOutOfOrder = attribute.NewSet(attribute.String("outcome", "out_of_order"))
 	eventsOverLimit  = attribute.NewSet(attribute.String("outcome", "over_limit"))
+	eventsThrottled  = attribute.NewSet(attribute.String("outcome", "throttled"))
 )
 
 // jsonContentType is the push endpoint's only media type.
@@ -60,6 +62,12 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	}
 	body, err := io.ReadAll(req.Body)
 	_ = req.Body.Close()
+	if errors.Is(err, admission.ErrBusy) {
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsThrottled))
+		w.Header().Set("Retry-After", admission.RetryAfter)
+		writePush(w, http.StatusTooManyRequests, pushResponse{Error: err.Error()})
+		return
+	}
 	if err != nil {
 		code := http.StatusBadRequest
 		var tooLarge *http.MaxBytesError

@@ -58,7 +58,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ReceiverGatewayRequests, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_requests",
-		metric.WithDescription("Export requests received, by transport (http, grpc) and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused). [Development]"),
+		metric.WithDescription("Export requests received, by transport (http, grpc) and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused, throttled). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
@@ -113,7 +113,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayHealthEvents, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_health_events",
-		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit). [Development]"),
+		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)

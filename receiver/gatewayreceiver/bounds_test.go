@@ -1,0 +1,130 @@
+package gatewayreceiver
+
+import (
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+)
+
+// otelEvent is a request of gateway gw on route.
+func otelEvent(gw, route string) gateway.Event {
+	var e gateway.Event
+	e.Reset()
+	e.Kind, e.Gateway, e.Route, e.Method, e.StatusCode, e.TotalMS = gateway.KindSemconv, gw, route, "GET", 200, 3
+	return e
+}
+
+// requestsByTuple sums the window's request points by (gateway, route,
+// overflow).
+func requestsByTuple(points []point) map[string]int64 {
+	out := map[string]int64{}
+	for _, p := range points {
+		if p.fam != 0 {
+			continue
+		}
+		k := p.key.gateway + " " + p.key.route
+		if p.key.overflow {
+			k = p.key.gateway + " overflow"
+		}
+		out[k] += int64(p.total)
+	}
+	return out
+}
+
+// max_series holds across flush windows: a new route in every window does
+// not get a new tuple once max_series tuples are held, until held ones
+// expire (tuple_expiry without an event).
+func TestMaxSeriesHoldsAcrossWindows(t *testing.T) {
+	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: 5, maxGateways: 10, expiryWindows: 3})
+	add := func(gw, route string) {
+		e := otelEvent(gw, route)
+		a.mu.Lock()
+		a.addLocked(&e)
+		a.mu.Unlock()
+	}
+	for w := range 4 {
+		for r := range 5 {
+			add("kong", "/w"+strconv.Itoa(w)+"-"+strconv.Itoa(r))
+		}
+		points, _ := a.take()
+		got := requestsByTuple(points)
+		if w == 0 && len(got) != 5 {
+			t.Fatalf("window 0: %v, want 5 held routes", got)
+		}
+		if w > 0 && (len(got) != 1 || got["kong overflow"] != 5) {
+			t.Fatalf("window %d: %v, want all 5 new routes in kong's overflow tuple", w, got)
+		}
+		// Window 0's routes stay held until 3 windows passed without them.
+		if want := map[bool]int{true: 5, false: 0}[w < 3]; a.heldTuples() != want {
+			t.Fatalf("after window %d: held %d tuples, want %d", w, a.heldTuples(), want)
+		}
+	}
+	// They expired: a new route is held again.
+	add("kong", "/new")
+	points, _ := a.take()
+	if got := requestsByTuple(points); got["kong /new"] != 1 {
+		t.Fatalf("after expiry: %v, want /new held", got)
+	}
+	if a.overflowed != 15 {
+		t.Errorf("overflowed = %d, want 15", a.overflowed)
+	}
+}
+
+// A new service.name per span cannot mint tuples: beyond max_gateways the
+// events of further gateways share one overflow tuple with no resource, and
+// each held gateway has at most one overflow tuple of its own.
+func TestMaxGatewaysBoundsResources(t *testing.T) {
+	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: 4, maxGateways: 3, expiryWindows: 10})
+	a.mu.Lock()
+	for g := range 1000 {
+		for r := range 3 {
+			e := otelEvent("gw-"+strconv.Itoa(g), "/r"+strconv.Itoa(r))
+			a.addLocked(&e)
+		}
+	}
+	bundles := len(a.bundles)
+	a.mu.Unlock()
+	points, _ := a.take()
+	got := requestsByTuple(points)
+	want := map[string]int64{"gw-0 /r0": 1, "gw-0 /r1": 1, "gw-0 /r2": 1, "gw-1 /r0": 1, "gw-1 overflow": 2, "gw-2 overflow": 3, " overflow": 997 * 3}
+	if len(got) != len(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%q = %d, want %d", k, got[k], v)
+		}
+	}
+	// 4 held tuples, 2 per-gateway overflow tuples, 1 for the rest.
+	if bundles != 7 {
+		t.Errorf("%d tuples in memory, want 7", bundles)
+	}
+}
+
+// TestHeldTupleMemory reports what a held tuple costs (the README's figure):
+// 10,000 otel-profile tuples, each with its series in every family, through
+// one window.
+func TestHeldTupleMemory(t *testing.T) {
+	const n = 10_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: n, maxGateways: 10, expiryWindows: 60})
+	a.mu.Lock()
+	for i := range n {
+		e := otelEvent("kong", "/route-"+strconv.Itoa(i))
+		a.addLocked(&e)
+	}
+	a.mu.Unlock()
+	a.take()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("held tuple, otel profile: %.0f B each (%d tuples, heap %d B)", per, a.heldTuples(), after.HeapAlloc-before.HeapAlloc)
+	if a.heldTuples() != n {
+		t.Fatalf("held %d, want %d", a.heldTuples(), n)
+	}
+	runtime.KeepAlive(a)
+}

@@ -1,0 +1,157 @@
+package gatewayreceiver
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
+)
+
+// While max_request_bytes_in_flight is held by other requests, every ingest
+// path refuses a new body before reading it (a declared size that cannot
+// fit) or as it arrives (a chunked one): HTTP 429 with Retry-After, gRPC
+// Unavailable, counted as throttled; nothing of it is counted. Once the
+// bytes are released the same requests are accepted and counted exactly.
+func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		c.MaxRequestBytesInFlight = 64 << 10
+		c.Health = configoptional.Some(defaultHealthConfig())
+	})
+	body := protoBody(t, kongExport("GET", "/held", 200))
+	log := `{"response":{"status":200},"route":{"name":"r"},"latencies":{"request":1}}`
+	push := `{"gateway":"kong-7","kind":"kong","upstream":"u","target":"t:80","address":"10.0.0.1:80","state":"healthy"}`
+	send := func(chunked bool) map[string]int {
+		codes := map[string]int{}
+		do := func(name, path, ct string, b []byte) {
+			var rd io.Reader = strings.NewReader(string(b))
+			if chunked {
+				rd = io.MultiReader(rd) // hides the length: sent chunked
+			}
+			req, _ := http.NewRequest(http.MethodPost, "http://"+h.httpAddr+path, rd)
+			req.Header.Set("Content-Type", ct)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			codes[name] = resp.StatusCode
+			if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "1" {
+				t.Errorf("%s: 429 without Retry-After", name)
+			}
+		}
+		do("traces", tracesURLPath, pbContentType, body)
+		do("log", kongLogURLPath, jsonContentType, []byte(log))
+		do("push", health.DefaultPushPath, jsonContentType, []byte(push))
+		return codes
+	}
+	grpcExport := func() error {
+		_, err := ptraceotlp.NewGRPCClient(dialGRPC(t, h.grpcAddr)).Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(kongExport("GET", "/held", 200)))
+		return err
+	}
+
+	// Another request holds all but 100 bytes.
+	held := h.r.admit.NewCharge()
+	if !held.Add(64<<10 - 100) {
+		t.Fatal("could not hold the budget")
+	}
+	for _, chunked := range []bool{false, true} {
+		for name, code := range send(chunked) {
+			if code != http.StatusTooManyRequests {
+				t.Errorf("%s (chunked %v) while the budget is held: %d, want 429", name, chunked, code)
+			}
+		}
+	}
+	// Full: a new gRPC call is refused before its message is read.
+	more := h.r.admit.NewCharge()
+	more.Add(100)
+	if err := grpcExport(); status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC while full: %v, want Unavailable", err)
+	}
+	more.Release()
+	held.Release()
+
+	for name, code := range send(false) {
+		if code != http.StatusOK {
+			t.Errorf("%s after release: %d, want 200", name, code)
+		}
+	}
+	if err := grpcExport(); err != nil {
+		t.Errorf("gRPC after release: %v", err)
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "throttled")); got != 5 {
+		t.Errorf("throttled requests = %d, want 5 (traces and log, twice; gRPC once)", got)
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", "throttled")); got != 2 {
+		t.Errorf("throttled pushes = %d, want 2", got)
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_events", attribute.String("outcome", "counted")); got != 3 {
+		t.Errorf("events counted = %d, want 3 (the accepted export, log and gRPC call only)", got)
+	}
+	if h.r.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged after every request ended", h.r.admit.InFlight())
+	}
+}
+
+// A client that announces a body and stops sending is cut off by the read
+// timeout, and its announced length reserves nothing.
+func TestStalledUploadIsTimedOut(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) { c.Protocols.HTTP.Get().ReadTimeout = 300 * time.Millisecond })
+	conns := make([]net.Conn, 20)
+	for i := range conns {
+		c, err := net.Dial("tcp", h.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: " +
+			strconv.Itoa(4<<20) + "\r\n\r\npartial"))
+		conns[i] = c
+	}
+	start := time.Now()
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode < 400 {
+				t.Fatalf("connection %d: stalled upload answered %d", i, resp.StatusCode)
+			}
+			continue
+		}
+		// Closed without an answer is the other way a stalled read ends.
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("connection %d still open %v after the read timeout", i, time.Since(start))
+		}
+	}
+	if h.r.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	}
+}
+
+// OTLP JSON nested past pdata's depth is refused before pdata decodes it.
+func TestDeepOTLPJSONIsRefused(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), nil)
+	deep := strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, 120) + `{"stringValue":"x"}` + strings.Repeat(`}]}}`, 120)
+	body := `{"resourceSpans":[{"resource":{"attributes":[{"key":"a","value":` + deep + `}]}}]}`
+	code, msg := post(t, h.httpAddr, jsonContentType, []byte(body))
+	if code != http.StatusBadRequest || !strings.Contains(msg, "nested deeper than 416 levels") {
+		t.Fatalf("deep JSON: %d %s", code, msg)
+	}
+}
