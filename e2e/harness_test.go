@@ -198,21 +198,32 @@ func (p *process) logTail(n int) string {
 // tail, if the process dies while we wait.
 func waitHTTP200(t *testing.T, p *process, url string) {
 	t.Helper()
+	waitReady(t, p, url, func() error {
+		status, _, err := httpGet(url)
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("status %d", status)
+		}
+		return err
+	})
+}
+
+// waitReady polls probe until it returns nil, failing fast, with the log
+// tail, if the process dies while we wait. what names the endpoint.
+func waitReady(t *testing.T, p *process, what string, probe func() error) {
+	t.Helper()
 	deadline := time.Now().Add(readyTimeout)
-	lastErr := "no attempt yet"
+	lastErr := errors.New("no attempt yet")
 	for time.Now().Before(deadline) {
 		if p.exited() {
 			t.Fatalf("%s exited (%v) before %s became ready; log tail:\n%s",
-				p.name, p.waitErr, url, p.logTail(logTailLines))
+				p.name, p.waitErr, what, p.logTail(logTailLines))
 		}
-		status, _, err := httpGet(url)
-		if err == nil && status == http.StatusOK {
+		if lastErr = probe(); lastErr == nil {
 			return
 		}
-		lastErr = fmt.Sprintf("status=%d err=%v", status, err)
 		time.Sleep(pollInterval)
 	}
-	t.Fatalf("%s: %s not ready after %s (last: %s)", p.name, url, readyTimeout, lastErr)
+	t.Fatalf("%s: %s not ready after %s (last: %v)", p.name, what, readyTimeout, lastErr)
 }
 
 // httpGet fetches url and returns status, body and any transport error.
@@ -366,14 +377,18 @@ type promServer struct {
 	addr string
 }
 
-// prometheusConfig scrapes one target every second. honor_labels keeps the
-// job/instance labels the exporter derives from the OTel resource.
+// prometheusConfig is the head of every Prometheus config: each target is
+// scraped every second; scrape_configs follow.
 const prometheusConfig = `global:
   scrape_interval: 1s
   scrape_timeout: 1s
   evaluation_interval: 1s
 scrape_configs:
-  - job_name: otelgateway
+`
+
+// plainScrapeConfig is the scrape job of startPrometheus. honor_labels keeps
+// the job/instance labels the exporter derives from the OTel resource.
+const plainScrapeConfig = `  - job_name: otelgateway
     honor_labels: true
     static_configs:
       - targets: ['%s']
@@ -383,13 +398,21 @@ scrape_configs:
 // waits for /-/ready.
 func startPrometheus(t *testing.T, target string) *promServer {
 	t.Helper()
+	return startPrometheusWith(t, fmt.Sprintf(plainScrapeConfig, target))
+}
+
+// startPrometheusWith is startPrometheus with the given scrape_configs list
+// items (YAML, indented as list items under scrape_configs), for jobs that
+// need a scheme, credentials or TLS settings.
+func startPrometheusWith(t *testing.T, scrapeConfigs string) *promServer {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("prometheus binary not found in PATH: %v", err)
 	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(prometheusConfig, target)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(prometheusConfig+scrapeConfigs), 0o600); err != nil {
 		t.Fatalf("write prometheus config: %v", err)
 	}
 	addr := hostPort(freePorts(t, 1)[0])
