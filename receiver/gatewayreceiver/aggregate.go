@@ -143,9 +143,9 @@ type aggregator struct {
 	held     map[string]int64
 	gateways map[string]int64
 	window   int64
-	keyBuf    []byte
-	gwBuf     []byte
-	fams      []familyState
+	keyBuf   []byte
+	gwBuf    []byte
+	fams     []familyState
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
 	unmapped, overflowed int64
