@@ -518,9 +518,7 @@ func TestAuthTLSBearerToken(t *testing.T) {
 	// wrap the auth check: they count each 401 by server port and each
 	// Unauthenticated. The gateway receiver's own request counter sees the
 	// HTTP refusals too, because confighttp answers auth failures through
-	// the receiver's error handler; it files them under the outcome that
-	// handler picks (today "malformed", as for a corrupt gzip body), never
-	// as accepted. Its gRPC counter does not see the gRPC refusals (the
+	// the receiver's error handler, which files them as "unauthenticated". Its gRPC counter does not see the gRPC refusals (the
 	// auth interceptor runs before the handler). The plain-HTTP and
 	// untrusting clients fail the TLS handshake: only the log has them.
 	recvPort, promPort := portOf(col.httpAddr), portOf(col.promAddr)
@@ -535,7 +533,7 @@ func TestAuthTLSBearerToken(t *testing.T) {
 		}
 		refusedByReceiver, other := 0.0, map[outcomeKey]float64{}
 		for k, v := range outcomes {
-			if k.transport == "http" && (k.outcome == "malformed" || k.outcome == "unauthenticated") {
+			if k.transport == "http" && k.outcome == "unauthenticated" {
 				refusedByReceiver += v
 			} else if v != 0 {
 				other[k] = v
@@ -544,7 +542,7 @@ func TestAuthTLSBearerToken(t *testing.T) {
 		ok := hc[recvPort+"|401"] == float64(refusedHTTP) && hc[promPort+"|401"] == float64(refusedScrapes) &&
 			gc["UNAUTHENTICATED"] == float64(refusedGRPC) && refusedByReceiver == float64(refusedHTTP) && len(other) == 0
 		return ok, fmt.Sprintf("otelhttp port|code %v (want %s|401 = %d, %s|401 = %d); otelgrpc %v (want UNAUTHENTICATED = %d); "+
-			"receiver outcomes %v (want %d malformed or unauthenticated over http, nothing else)",
+			"receiver outcomes %v (want %d unauthenticated over http, nothing else)",
 			hc, recvPort, refusedHTTP, promPort, refusedScrapes, gc, refusedGRPC, outcomes, refusedHTTP)
 	})
 	for _, line := range []string{

@@ -41,6 +41,7 @@ var (
 	httpRefused          = httpOutcome("refused")
 	httpPartial          = httpOutcome("partially_accepted")
 	httpThrottled        = httpOutcome("throttled")
+	httpUnauthenticated  = httpOutcome("unauthenticated")
 )
 
 // Media types each path accepts; the first is named in 415 answers.
@@ -255,8 +256,12 @@ func readAll(dst []byte, rd io.Reader) ([]byte, error) {
 // gzip body, or one that inflates past max_request_body_size).
 func (r *gatewayReceiver) decompressError(w http.ResponseWriter, req *http.Request, msg string, code int) {
 	outcome := httpMalformed
-	if code == http.StatusRequestEntityTooLarge {
+	switch code {
+	case http.StatusRequestEntityTooLarge:
 		outcome = httpTooLarge
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// confighttp answers a refused authenticator through this handler too.
+		outcome = httpUnauthenticated
 	}
 	enc := jsonContentType
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err == nil && mt == pbContentType {
@@ -314,6 +319,10 @@ func grpcCodeOf(httpCode int) codes.Code {
 		return codes.Unimplemented
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		return codes.Unavailable
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
 	default:
 		return codes.Internal
 	}
