@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +16,11 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
@@ -153,5 +157,28 @@ func TestDeepOTLPJSONIsRefused(t *testing.T) {
 	code, msg := post(t, h.httpAddr, jsonContentType, []byte(body))
 	if code != http.StatusBadRequest || !strings.Contains(msg, "nested deeper than 416 levels") {
 		t.Fatalf("deep JSON: %d %s", code, msg)
+	}
+}
+
+// Every error answer is a google.rpc.Status in the request's encoding, even
+// when its message quotes client bytes that are not UTF-8 (protojson and
+// proto refuse such strings; the answer used to fall back to text/plain
+// echoing them) or is huge.
+func TestErrorAnswerIsAlwaysAStatus(t *testing.T) {
+	msg := "malformed body: \xff\xfe" + strings.Repeat("x", 5000)
+	for _, enc := range []string{jsonContentType, pbContentType} {
+		rec := httptest.NewRecorder()
+		writeStatus(rec, enc, http.StatusBadRequest, msg)
+		var st spb.Status
+		var err error
+		if enc == jsonContentType {
+			err = protojson.Unmarshal(rec.Body.Bytes(), &st)
+		} else {
+			err = proto.Unmarshal(rec.Body.Bytes(), &st)
+		}
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != enc || err != nil ||
+			st.Code != int32(codes.InvalidArgument) || len(st.Message) > 1100 || !strings.HasPrefix(st.Message, "malformed body: \uFFFD") {
+			t.Errorf("%s: %d %s, %v: %.100q", enc, rec.Code, rec.Header().Get("Content-Type"), err, rec.Body.String())
+		}
 	}
 }

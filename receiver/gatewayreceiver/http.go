@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -285,8 +286,19 @@ func (r *gatewayReceiver) reject(ctx context.Context, w http.ResponseWriter, enc
 	writeStatus(w, enc, code, msg)
 }
 
+// maxStatusMessage bounds an error message sent back: decode errors may
+// quote the body, which is the client's input.
+const maxStatusMessage = 1024
+
+// writeStatus answers with a google.rpc.Status in enc. The message is cut to
+// maxStatusMessage bytes and made valid UTF-8 (a proto3 string must be), so
+// marshalling cannot fail and a client's raw bytes are never echoed back as
+// they came.
 func writeStatus(w http.ResponseWriter, enc string, code int, msg string) {
-	st := &spb.Status{Code: int32(grpcCodeOf(code)), Message: msg}
+	if len(msg) > maxStatusMessage {
+		msg = msg[:maxStatusMessage] + "…"
+	}
+	st := &spb.Status{Code: int32(grpcCodeOf(code)), Message: strings.ToValidUTF8(msg, "\uFFFD")}
 	var body []byte
 	var err error
 	if enc == pbContentType {
@@ -294,9 +306,9 @@ func writeStatus(w http.ResponseWriter, enc string, code int, msg string) {
 	} else {
 		body, err = protojson.Marshal(st)
 	}
-	if err != nil {
-		http.Error(w, msg, code)
-		return
+	if err != nil { // not reachable with a valid UTF-8 message; still the OTLP shape
+		body, _ = protojson.Marshal(&spb.Status{Code: int32(codes.Internal), Message: "marshal error status"})
+		enc = jsonContentType
 	}
 	writeBody(w, enc, code, body)
 }
@@ -344,7 +356,12 @@ func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
 			_ = req.Body.Close()
 			w.Header().Set("Retry-After", admission.RetryAfter)
-			http.Error(w, admission.BusyError(r.admit).Error(), http.StatusTooManyRequests)
+			b, _ := json.Marshal(struct {
+				Accepted   int    `json:"accepted"`
+				OutOfOrder int    `json:"out_of_order"`
+				Error      string `json:"error"`
+			}{Error: admission.BusyError(r.admit).Error()})
+			writeBody(w, jsonContentType, http.StatusTooManyRequests, b)
 			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushThrottled))
 			return
 		}
