@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
@@ -140,5 +142,25 @@ func TestFifthGatewayEndToEnd(t *testing.T) {
 	}
 	if n != 6 {
 		t.Errorf("%d target health series, want 2 targets × acme's 3 states", n)
+	}
+}
+
+// builtinGateways is how many gateways the registry has without a test's.
+var builtinGateways = len(gateway.Gateways())
+
+// metadata.yaml lists the telemetry values every gateway brings: its log
+// format and its poller's name. A new gateway whose home is added without
+// them fails here.
+func TestMetadataListsEveryGateway(t *testing.T) {
+	md := metadatacheck.Read(t, "metadata.yaml")
+	var formats []string
+	for _, l := range gateway.Logs() {
+		formats = append(formats, l.Format)
+	}
+	if got := md.Attributes["log_format"].Enum; !slices.Equal(got, formats) {
+		t.Errorf("metadata.yaml log_format enum %v, the registry's log formats %v", got, formats)
+	}
+	if got, want := md.Attributes["gateway"].Enum, gateway.PollerNames(); !slices.Equal(got, want) {
+		t.Errorf("metadata.yaml gateway enum %v, the registry's pollers %v", got, want)
 	}
 }

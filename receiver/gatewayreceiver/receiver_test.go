@@ -24,7 +24,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -71,6 +73,11 @@ func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
 	h.r = r
 	t.Cleanup(func() {
 		_ = r.Shutdown(context.Background())
+		// Whatever the test recorded must agree with metadata.yaml (but for
+		// the values of a test-only gateway, which the yaml does not list).
+		if len(gateway.Gateways()) == builtinGateways {
+			metadatacheck.Attributes(t, metadatacheck.Read(t, "metadata.yaml"), h.tel)
+		}
 		_ = h.tel.Shutdown(context.Background())
 	})
 	return h
