@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -130,11 +131,13 @@ type familyState struct {
 // or log batch); take and merge take it themselves. pdata is built from the
 // snapshot after mu is released.
 type aggregator struct {
-	mu      sync.Mutex
-	prof    *profile
-	dims    dimensions
-	lim     limits
-	bundles map[string]*bundle // by encodeKey of the tuple
+	mu   sync.Mutex
+	prof *profile
+	dims dimensions
+	lim  limits
+	// identity labels every point with the collector that aggregated it.
+	identity health.Identity
+	bundles  map[string]*bundle // by encodeKey of the tuple
 	// held are the tuples admitted under max_series and gateways the
 	// gateways admitted under max_gateways, each with the last window it
 	// was used in. They outlive bundles (dropped after an idle window) so
@@ -428,6 +431,10 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			if id.namespace != "" {
 				rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
 			}
+			if a.identity.Key != "" && id.service != "" {
+				// target_info of a gateway resource names the collector too.
+				rm.Resource().Attributes().PutStr(a.identity.Key, a.identity.Value)
+			}
 			sm := rm.ScopeMetrics().AppendEmpty()
 			sm.Scope().SetName(metadata.ScopeName)
 			ms = sm.Metrics()
@@ -474,6 +481,9 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			}
 		} else {
 			writeLabels(f, &p.key, attrs)
+		}
+		if a.identity.Key != "" {
+			attrs.PutStr(a.identity.Key, a.identity.Value)
 		}
 	}
 	return md

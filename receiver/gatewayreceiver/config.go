@@ -3,16 +3,19 @@ package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/g
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 // Default endpoints sit next to, never on, the standard OTLP receiver's
@@ -23,7 +26,9 @@ const (
 	defaultFlushInterval = 5 * time.Second
 	defaultMaxSeries     = 10000
 	defaultMaxGateways   = 1000
-	defaultTupleExpiry   = 5 * time.Minute
+	// defaultCollectorLabel names the collector on every series.
+	defaultCollectorLabel = "collector"
+	defaultTupleExpiry    = 5 * time.Minute
 	// defaultMaxInFlight bounds request bytes held at once (see
 	// internal/admission): with the decode weights below, one 20 MiB OTLP
 	// JSON export at a time, or hundreds of typical gateway batches.
@@ -68,6 +73,14 @@ type Config struct {
 	// Detect forces the gateway kind of OTLP traces (auto, kong, apisix,
 	// envoy, semconv).
 	Detect string `mapstructure:"detect"`
+	// CollectorLabel is the label naming the collector that aggregated a
+	// series, on every point the receiver emits (traffic and health) and on
+	// gateway resources (target_info), so the series of N collectors never
+	// collide, pulled or pushed. "" turns it off (one collector only).
+	CollectorLabel string `mapstructure:"collector_label"`
+	// CollectorName is its value; default the host name, stable across
+	// restarts (set it, e.g. to ${env:POD_NAME}, where host names repeat).
+	CollectorName string `mapstructure:"collector_name"`
 	// MaxRequestBytesInFlight bounds the request bytes held at once across
 	// every ingest path (HTTP, gRPC, logs, push), weighted by what decoding
 	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
@@ -109,6 +122,7 @@ func createDefaultConfig() *Config {
 		TupleExpiry:   defaultTupleExpiry,
 
 		MaxRequestBytesInFlight: defaultMaxInFlight,
+		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
 		Health:                  configoptional.Default(defaultHealthConfig()),
 	}
@@ -139,6 +153,12 @@ func (c *Config) Validate() error {
 		if _, ok := dimensionOf(d); !ok {
 			errs = errors.Join(errs, fmt.Errorf("dimensions: unknown dimension %q, want one of service, upstream, target, consumer, response_source", d))
 		}
+	}
+	if c.CollectorLabel != "" && !model.LegacyValidation.IsValidLabelName(c.CollectorLabel) {
+		errs = errors.Join(errs, fmt.Errorf("collector_label must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), got %q", c.CollectorLabel))
+	}
+	if c.CollectorLabel != "" && strings.HasPrefix(c.CollectorLabel, "__") {
+		errs = errors.Join(errs, fmt.Errorf("collector_label must not start with \"__\" (reserved by Prometheus), got %q", c.CollectorLabel))
 	}
 	if c.MaxRequestBytesInFlight < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", c.MaxRequestBytesInFlight))
@@ -200,6 +220,23 @@ func (c *Config) dimensions() dimensions {
 		}
 	}
 	return d
+}
+
+// identity is the collector label and its value: collector_name, else the
+// host name (os.Hostname), which survives restarts, unlike a random id.
+func (c *Config) identity() (health.Identity, error) {
+	if c.CollectorLabel == "" {
+		return health.Identity{}, nil
+	}
+	name := c.CollectorName
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return health.Identity{}, fmt.Errorf("collector_name is not set and the host name is unknown (%v); set collector_name", err)
+		}
+		name = h
+	}
+	return health.Identity{Key: c.CollectorLabel, Value: name}, nil
 }
 
 // limits are the aggregator's bounds; tuple_expiry counts in whole flush

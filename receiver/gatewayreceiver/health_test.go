@@ -36,6 +36,7 @@ type healthHarness struct {
 func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 	t.Helper()
 	cfg := createDefaultConfig()
+	cfg.CollectorLabel = "" // exact series; see identity_test.go
 	cfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
 	cfg.Protocols.HTTP.Get().NetAddr.Endpoint = testutil.FreeAddr(t)
 	hc := defaultHealthConfig()

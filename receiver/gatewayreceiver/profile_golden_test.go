@@ -64,6 +64,7 @@ func newPipeline(t *testing.T, profile string) *pipeline {
 	t.Cleanup(func() { _ = proc.Shutdown(context.Background()) })
 	cfg := createDefaultConfig()
 	cfg.Profile = profile
+	cfg.CollectorLabel = "" // the plugins' own lines; identity_test.go adds the label
 	r, err := newReceiver(cfg, receivertest.NewNopSettings(metadata.Type), proc)
 	if err != nil {
 		t.Fatal(err)

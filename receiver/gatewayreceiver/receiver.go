@@ -70,12 +70,18 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	if err != nil {
 		return nil, err
 	}
+	id, err := cfg.identity()
+	if err != nil {
+		return nil, err
+	}
+	agg := newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.limits())
+	agg.identity = id
 	return &gatewayReceiver{
 		cfg:       cfg,
 		settings:  set,
 		next:      next,
 		telemetry: tb,
-		agg:       newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.limits()),
+		agg:       agg,
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
 		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect()) }},
 	}, nil
@@ -114,7 +120,7 @@ func (r *gatewayReceiver) startHealth(ctx context.Context, host component.Host) 
 			"list it under a metrics pipeline's receivers (service::pipelines::metrics::receivers), or remove its health section")
 	}
 	h, err := health.New(health.Settings{
-		Config: r.cfg.Health.Get(), Naming: profileByName(string(r.cfg.healthProfile())).health, Next: r.next,
+		Config: r.cfg.Health.Get(), Naming: profileByName(string(r.cfg.healthProfile())).health, Identity: r.agg.identity, Next: r.next,
 		Telemetry: r.telemetry, TelemetrySettings: r.settings.TelemetrySettings, Logger: r.settings.Logger,
 	})
 	if err != nil {

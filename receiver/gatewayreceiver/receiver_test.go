@@ -55,6 +55,9 @@ func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
 	t.Helper()
 	h := &harness{tel: componenttest.NewTelemetry(), httpAddr: testutil.FreeAddr(t), grpcAddr: testutil.FreeAddr(t)}
 	cfg := createDefaultConfig()
+	// Tests compare exact series; the collector label has its own tests
+	// (identity_test.go).
+	cfg.CollectorLabel = ""
 	cfg.Protocols.HTTP.Get().NetAddr.Endpoint = h.httpAddr
 	cfg.Protocols.GRPC.Get().NetAddr.Endpoint = h.grpcAddr
 	cfg.FlushInterval = time.Hour

@@ -27,6 +27,10 @@ type Naming struct {
 	WriteUpstream func(dps pmetric.NumberDataPointSlice, u *UpstreamRow, ts pcommon.Timestamp)
 }
 
+// Identity is the label naming the collector that keeps the state (Key ""
+// for none): it goes on every point and on the resource (target_info).
+type Identity struct{ Key, Value string }
+
 // Metric names a gauge.
 type Metric struct{ Name, Unit, Desc string }
 
@@ -70,11 +74,12 @@ type gatewayPoints struct {
 // emissions are serialised: a batch never carries a state older than one
 // sent before it.
 type emitter struct {
-	naming *Naming
-	table  *table
-	next   func(context.Context, pmetric.Metrics) error
-	logger *zap.Logger
-	tel    *metadata.TelemetryBuilder
+	naming   *Naming
+	identity Identity
+	table    *table
+	next     func(context.Context, pmetric.Metrics) error
+	logger   *zap.Logger
+	tel      *metadata.TelemetryBuilder
 
 	rows    []Row
 	ups     []UpstreamRow
@@ -121,12 +126,18 @@ func (em *emitter) build(ts pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	for i := range em.rows {
 		r := &em.rows[i]
-		em.naming.WriteTarget(em.pointsFor(md, r.e.up.gw).health, r, ts)
+		dps := em.pointsFor(md, r.e.up.gw).health
+		n := dps.Len()
+		em.naming.WriteTarget(dps, r, ts)
+		em.identify(dps, n)
 	}
 	if em.naming.Upstream != nil {
 		for i := range em.ups {
 			u := &em.ups[i]
-			em.naming.WriteUpstream(em.pointsFor(md, u.u.gw).counts, u, ts)
+			dps := em.pointsFor(md, u.u.gw).counts
+			n := dps.Len()
+			em.naming.WriteUpstream(dps, u, ts)
+			em.identify(dps, n)
 		}
 	}
 	for _, g := range em.touched {
@@ -137,6 +148,17 @@ func (em *emitter) build(ts pcommon.Timestamp) pmetric.Metrics {
 	return md
 }
 
+// identify labels the points from index from on with the collector's
+// identity, so health series of several collectors never collide.
+func (em *emitter) identify(dps pmetric.NumberDataPointSlice, from int) {
+	if em.identity.Key == "" {
+		return
+	}
+	for i := from; i < dps.Len(); i++ {
+		dps.At(i).Attributes().PutStr(em.identity.Key, em.identity.Value)
+	}
+}
+
 func (em *emitter) pointsFor(md pmetric.Metrics, g *gatewayRows) *gatewayPoints {
 	if g.out != nil {
 		return g.out
@@ -145,6 +167,9 @@ func (em *emitter) pointsFor(md pmetric.Metrics, g *gatewayRows) *gatewayPoints 
 	res := rm.Resource().Attributes()
 	res.PutStr("service.name", g.kind.HealthName())
 	res.PutStr("service.instance.id", g.instance)
+	if em.identity.Key != "" {
+		res.PutStr(em.identity.Key, em.identity.Value)
+	}
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(metadata.ScopeName)
 	out := &gatewayPoints{health: newGauge(sm, em.naming.Target)}

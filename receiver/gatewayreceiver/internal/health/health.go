@@ -40,6 +40,8 @@ type Settings struct {
 	Config *Config
 	// Naming writes the gauges (the receiver's naming profile).
 	Naming *Naming
+	// Identity labels every gauge with the collector's identity.
+	Identity Identity
 	// Next receives the gauges; it must not be nil (a receiver with a
 	// health section must be in a metrics pipeline).
 	Next consumer.Metrics
@@ -90,7 +92,7 @@ func New(set Settings) (*Health, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	h.em = &emitter{naming: set.Naming, table: h.table, next: set.Next.ConsumeMetrics, logger: logger, tel: set.Telemetry}
+	h.em = &emitter{naming: set.Naming, identity: set.Identity, table: h.table, next: set.Next.ConsumeMetrics, logger: logger, tel: set.Telemetry}
 	return h, nil
 }
 
