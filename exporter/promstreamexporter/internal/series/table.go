@@ -533,19 +533,28 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 
 // sameLabels returns the series whose rendered labels are exactly rendered.
 func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
-	if s := f.byLabels[lh]; s != nil && s.ownLabels() == string(rendered) {
+	if s := f.byLabels[lh]; s != nil && s.hasLabels(rendered) {
 		return s
 	}
 	for _, s := range f.labelCollisions[lh] {
-		if s.ownLabels() == string(rendered) {
+		if s.hasLabels(rendered) {
 			return s
 		}
 	}
 	return nil
 }
 
+// hasLabels reports whether s is identified by rendered. It takes the page
+// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) or a
+// distribution update may be setting under that lock.
+func (s *Series) hasLabels(rendered []byte) bool {
+	s.page.mu.Lock()
+	defer s.page.mu.Unlock()
+	return s.ownLabels() == string(rendered)
+}
+
 // ownLabels is the rendering that identifies the series: the UTF-8 one when
-// it has one.
+// it has one. The caller holds the series' page lock.
 func (s *Series) ownLabels() string {
 	if s.extra != nil && s.extra.canonical != "" {
 		return s.extra.canonical
