@@ -172,12 +172,39 @@ func acceptedEncoding(header string) string {
 // more work is waste. Zero means none. (A deadline checked between pages,
 // rather than a derived context, costs no allocation.)
 func scrapeDeadline(r *http.Request) time.Time {
-	if v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); v != "" {
-		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
-			return time.Now().Add(time.Duration(secs * float64(time.Second)))
-		}
+	if d, ok := scrapeTimeout(r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")); ok {
+		return time.Now().Add(d)
 	}
 	return time.Time{}
+}
+
+// maxScrapeTimeout caps the scrape timeout a scraper may ask for. Prometheus
+// sends its scrape_timeout (seconds, at most the scrape interval); an hour is
+// beyond any real one, and keeps the arithmetic in range: 1e10 seconds once
+// overflowed time.Duration into a deadline in the past, and every such scrape
+// was aborted before its first byte.
+const maxScrapeTimeout = time.Hour
+
+// scrapeTimeout parses an X-Prometheus-Scrape-Timeout-Seconds value. The
+// rule: a number of seconds greater than zero is the timeout, capped at
+// maxScrapeTimeout (so 1e10, 1e400 and +Inf are an hour); anything else
+// (empty, garbage, zero, negative, NaN) is ignored, and the scrape has no
+// deadline.
+func scrapeTimeout(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	// Out of range is still a number: ParseFloat returns ±Inf for it.
+	secs, err := strconv.ParseFloat(v, 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || !(secs > 0) {
+		return 0, false
+	}
+	if secs >= maxScrapeTimeout.Seconds() {
+		return maxScrapeTimeout, true
+	}
+	// Below an hour, so the product fits; at least 1ns, so a tiny timeout
+	// is still a deadline.
+	return max(time.Duration(secs*float64(time.Second)), time.Nanosecond), true
 }
 
 // contentTypes interns the one-element header value of each Content-Type.

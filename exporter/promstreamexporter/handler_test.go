@@ -425,3 +425,50 @@ func TestSteadyIngestDoesNotAllocatePerPoint(t *testing.T) {
 		t.Fatalf("a batch of %d known points allocated %.0f times, want far fewer than one per point", points, allocs)
 	}
 }
+
+func TestScrapeTimeoutHeader(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		want   time.Duration // 0: no deadline
+	}{
+		{"10", 10 * time.Second},
+		{"0.5", 500 * time.Millisecond},
+		{"1e-12", time.Nanosecond}, // still a deadline, already passed
+		{"3600", time.Hour},
+		{"86400", time.Hour}, // capped
+		{"1e10", time.Hour},  // overflowed time.Duration: every scrape was aborted
+		{"1e400", time.Hour}, // out of float64's range
+		{"+Inf", time.Hour},
+		{"", 0},
+		{"0", 0},
+		{"-5", 0},
+		{"-Inf", 0},
+		{"NaN", 0},
+		{"ten", 0},
+		{"10s", 0},                  // seconds are a bare number
+		{" 10", 0},                  // no trimming: Prometheus sends "10"
+		{"0x1p4", 16 * time.Second}, // ParseFloat's hex syntax, harmless
+		{"9223372036.854775807", time.Hour},
+	} {
+		got, ok := scrapeTimeout(c.header)
+		if ok != (c.want != 0) || got != c.want {
+			t.Errorf("scrapeTimeout(%q) = %v, %v; want %v", c.header, got, ok, c.want)
+		}
+	}
+}
+
+// TestHugeScrapeTimeoutServesTheScrape: a scraper asking for a timeout
+// beyond time.Duration's range gets the whole exposition.
+func TestHugeScrapeTimeoutServesTheScrape(t *testing.T) {
+	e, _ := newTestExporter(t)
+	if err := e.consumeMetrics(context.Background(), gauges("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	want := scrape(t, e)
+	for _, v := range []string{"1e10", "1e400", "+Inf", "NaN", "-1", "garbage"} {
+		rec := get(t, e, metricsPath, http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {v}})
+		if rec.Code != http.StatusOK || rec.Body.String() != want {
+			t.Errorf("timeout %q: %d %q, want 200 %q", v, rec.Code, rec.Body, want)
+		}
+	}
+}

@@ -7,16 +7,23 @@
 // (the text formats do not require sorting, and sorting per scrape is what
 // makes other exporters slow). Removal keeps the order of what remains.
 //
+// Removal costs one page, whatever the family's size: a series knows its
+// page and its index entries (each with its hash), so removing it unlinks
+// those entries and deletes it from its page (a copy of at most PageSize
+// pointers); a page left empty leaves the page list. Nothing is rebuilt.
+//
 // Locking, from outside in:
 //   - Table.mu (RWMutex) guards the family list and the names families claim;
 //     a scrape holds it only to copy the list.
 //   - Family.mu guards the page list, the indexes and inserts; writers hold it
-//     for one lookup (or insert), a scrape only to copy the page list.
+//     for one lookup (or insert), a scrape only to copy the page list,
+//     removal for one series (Remove) or one page's stale series (Expire,
+//     which finds them under the page lock alone).
 //   - page.mu guards one page's series slice and the distributions
 //     (histogram and summary values) of its series; a scrape holds it while
 //     it renders that page into its own buffer, never while it writes to the
 //     connection. An update of a distribution or an insert waits for at most
-//     one page's render.
+//     one page's render; a lookup waits for at most one page's removals.
 //
 // Scalar values are atomics: updating a gauge or counter never waits.
 //
@@ -148,12 +155,15 @@ func (d *Dist) boundTexts() [][]byte {
 type Series struct {
 	labels  string // label pairs escaped with underscores, no braces
 	extra   *seriesExtra
-	first   entry // the index entry of the series' first key
+	first   entry // the index entry of the series' first key; first.s is nil once removed
 	page    *page
 	updated atomic.Int64
 	bits    atomic.Uint64
-	dead    bool // removed from its page; guarded by page.mu
 }
+
+// removed reports whether the series left its family; the caller holds the
+// family's lock.
+func (s *Series) removed() bool { return s.first.s == nil }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
@@ -330,7 +340,12 @@ type Family struct {
 	// collide with another's under that hash go to labelCollisions.
 	byLabels        map[uint64]*Series
 	labelCollisions map[uint64][]*Series
-	live            int
+	// aliases holds the index entries of a series' keys after its first
+	// (two OTel series that translate to one Prometheus series; the first
+	// lives in the series), so removal finds them without a walk of the
+	// index.
+	aliases map[*Series][]*entry
+	live    int
 	// scratch renders labels and packs attributes of a new series (under mu).
 	scratch []byte
 	// schemas interns the attribute key sequences of the family's keys.
@@ -342,11 +357,13 @@ type familyNames struct {
 	quoted                   bool
 }
 
+// entry is one key of a series in Family.index: a chain per key hash.
 type entry struct {
 	ctx   *Context
 	attrs packedAttrs
 	s     *Series
 	next  *entry
+	hash  uint64 // the key hash it is filed under, to unlink it
 }
 
 func (e *entry) matches(sc *schemas, key *Key) bool {
@@ -499,12 +516,16 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	e := &s.first // most series have one key: its entry lives in the series
 	if e.s != nil {
 		e = new(entry)
+		if f.aliases == nil {
+			f.aliases = make(map[*Series][]*entry)
+		}
+		f.aliases[s] = append(f.aliases[s], e)
 	}
 	var attrs packedAttrs
 	var schema int
 	schema, f.scratch = f.schemas.of(key.Attrs, f.scratch)
 	attrs, f.scratch = pack(f.scratch, schema, key.Attrs)
-	*e = entry{ctx: key.Context, attrs: attrs, s: s, next: f.index[hash]}
+	*e = entry{ctx: key.Context, attrs: attrs, s: s, next: f.index[hash], hash: hash}
 	f.index[hash] = e
 	s.updated.Store(now)
 	return s, nil
@@ -512,19 +533,28 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 
 // sameLabels returns the series whose rendered labels are exactly rendered.
 func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
-	if s := f.byLabels[lh]; s != nil && s.ownLabels() == string(rendered) {
+	if s := f.byLabels[lh]; s != nil && s.hasLabels(rendered) {
 		return s
 	}
 	for _, s := range f.labelCollisions[lh] {
-		if s.ownLabels() == string(rendered) {
+		if s.hasLabels(rendered) {
 			return s
 		}
 	}
 	return nil
 }
 
+// hasLabels reports whether s is identified by rendered. It takes the page
+// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) or a
+// distribution update may be setting under that lock.
+func (s *Series) hasLabels(rendered []byte) bool {
+	s.page.mu.Lock()
+	defer s.page.mu.Unlock()
+	return s.ownLabels() == string(rendered)
+}
+
 // ownLabels is the rendering that identifies the series: the UTF-8 one when
-// it has one.
+// it has one. The caller holds the series' page lock.
 func (s *Series) ownLabels() string {
 	if s.extra != nil && s.extra.canonical != "" {
 		return s.extra.canonical
@@ -578,14 +608,28 @@ func (f *Family) insertLocked(s *Series) {
 }
 
 // Remove deletes the series with this key, as a point flagged "no recorded
-// value" asks. It reports whether a series was removed.
+// value" asks, with every key that shares it. It reports whether a series was
+// removed. It holds the family lock for one series, whatever the family's
+// size: a lookup of the family waits for that, an update of a gauge or
+// counter for nothing.
 func (f *Family) Remove(hash uint64, key *Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for e := f.index[hash]; e != nil; e = e.next {
 		if e.matches(&f.schemas, key) {
-			dead := e.s
-			f.removeLocked(func(s *Series) bool { return s == dead })
+			s := e.s
+			p := s.page
+			p.mu.Lock()
+			if i := slices.Index(p.series, s); i >= 0 {
+				p.series = slices.Delete(p.series, i, i+1)
+			}
+			f.unindexLocked(s)
+			empty := len(p.series) == 0
+			p.mu.Unlock()
+			if empty {
+				f.dropPageLocked(p)
+			}
+			f.table.count.Add(-1)
 			return true
 		}
 	}
@@ -594,77 +638,118 @@ func (f *Family) Remove(hash uint64, key *Key) bool {
 
 // Expire removes every series not updated since cutoff (unix nanos) and
 // returns how many it removed. Pages left empty are released.
+//
+// It never holds a family lock for more than one page: it looks for stale
+// series under each page's lock alone, as a scrape does, and takes the
+// family lock only for a page that has some, to remove them. A series is
+// stale only if it still is under the family lock: Series stamps a series
+// it returns before releasing that lock, so a series being written is never
+// removed.
 func (t *Table) Expire(cutoff int64) int {
 	t.mu.RLock()
 	families := slices.Clone(t.families)
 	t.mu.RUnlock()
+	stale := func(s *Series) bool { return s.updated.Load() < cutoff }
+	var pages []*page
+	var gone []*Series
 	removed := 0
 	for _, f := range families {
 		f.mu.Lock()
-		removed += f.removeLocked(func(s *Series) bool { return s.updated.Load() < cutoff })
+		pages = append(pages[:0], f.pages...)
 		f.mu.Unlock()
+		for _, p := range pages {
+			p.mu.Lock()
+			found := slices.ContainsFunc(p.series, stale)
+			p.mu.Unlock()
+			if !found {
+				continue
+			}
+			f.mu.Lock()
+			p.mu.Lock()
+			gone = gone[:0]
+			p.series = slices.DeleteFunc(p.series, func(s *Series) bool {
+				if stale(s) {
+					gone = append(gone, s)
+					return true
+				}
+				return false
+			})
+			for _, s := range gone {
+				f.unindexLocked(s)
+			}
+			empty := len(p.series) == 0
+			p.mu.Unlock()
+			if empty {
+				f.dropPageLocked(p)
+			}
+			f.mu.Unlock()
+			f.table.count.Add(-int64(len(gone)))
+			removed += len(gone)
+		}
 	}
+	clear(pages)
+	clear(gone)
 	return removed
 }
 
-// removeLocked removes the series matching gone from pages and indexes; the
-// caller holds f.mu.
-func (f *Family) removeLocked(gone func(*Series) bool) int {
-	removed := 0
-	for _, p := range f.pages {
-		p.mu.Lock()
-		p.series = slices.DeleteFunc(p.series, func(s *Series) bool {
-			if gone(s) {
-				s.dead = true
-				removed++
-				return true
-			}
-			return false
-		})
-		p.mu.Unlock()
-	}
-	if removed == 0 {
-		return 0
-	}
-	f.pages = slices.DeleteFunc(f.pages, func(p *page) bool { return len(p.series) == 0 })
-	for h, e := range f.index {
-		var keep *entry
-		for ; e != nil; e = e.next {
-			if !e.s.dead {
-				keep = &entry{ctx: e.ctx, attrs: e.attrs, s: e.s, next: keep}
-			}
+// unindexLocked takes s, already out of its page, out of the family's
+// indexes; the caller holds f.mu and s.page.mu (which guards s.extra). It
+// costs the length of the hash chains s
+// is in (one entry, barring collisions), never a walk of the family.
+func (f *Family) unindexLocked(s *Series) {
+	f.unlinkLocked(&s.first)
+	if len(f.aliases) > 0 {
+		for _, e := range f.aliases[s] {
+			f.unlinkLocked(e)
 		}
-		if keep == nil {
-			delete(f.index, h)
-		} else {
-			f.index[h] = keep
-		}
+		delete(f.aliases, s)
 	}
-	for h, list := range f.labelCollisions {
-		list = slices.DeleteFunc(list, func(s *Series) bool { return s.dead })
-		if len(list) == 0 {
-			delete(f.labelCollisions, h)
-		} else {
-			f.labelCollisions[h] = list
-		}
+	// The label index: the hash Series filed s under is that of ownLabels.
+	lh := xxhash.Sum64String(s.ownLabels())
+	list := f.labelCollisions[lh]
+	switch {
+	case f.byLabels[lh] != s:
+		list = slices.DeleteFunc(list, func(o *Series) bool { return o == s })
+	case len(list) > 0:
+		f.byLabels[lh] = list[0] // promote a colliding series
+		list = slices.Delete(list, 0, 1)
+	default:
+		delete(f.byLabels, lh)
 	}
-	for h, s := range f.byLabels {
-		if !s.dead {
-			continue
-		}
-		// Promote a surviving colliding series, if any.
-		if list := f.labelCollisions[h]; len(list) > 0 {
-			f.byLabels[h] = list[0]
-			if len(list) == 1 {
-				delete(f.labelCollisions, h)
+	if len(list) == 0 {
+		delete(f.labelCollisions, lh)
+	} else {
+		f.labelCollisions[lh] = list
+	}
+	s.first.s = nil // removed
+	f.live--
+}
+
+// unlinkLocked takes e out of its hash chain in f.index.
+func (f *Family) unlinkLocked(e *entry) {
+	for p := f.index[e.hash]; p != nil; p = p.next {
+		switch {
+		case p == e && p == f.index[e.hash]:
+			if e.next == nil {
+				delete(f.index, e.hash)
 			} else {
-				f.labelCollisions[h] = list[1:]
+				f.index[e.hash] = e.next
 			}
+		case p.next == e:
+			p.next = e.next
+		default:
 			continue
 		}
-		delete(f.byLabels, h)
+		e.next = nil
+		return
 	}
-	f.live -= removed
-	f.table.count.Add(-int64(removed))
-	return removed
+}
+
+// dropPageLocked takes an empty page out of the page list (a scan of the
+// page pointers, PageSize times fewer than the series); the caller holds
+// f.mu.
+func (f *Family) dropPageLocked(p *page) {
+	if i := slices.Index(f.pages, p); i >= 0 {
+		f.pages = slices.Delete(f.pages, i, i+1)
+	}
 }

@@ -241,3 +241,31 @@ func BenchmarkWriteTo(b *testing.B) {
 type countingWriter struct{ n int64 }
 
 func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+type fillCount struct{}
+
+func (fillCount) Fill(d *Dist) { d.Count++ }
+
+// TestAliasLookupWhileDistUpdates is for the race detector: a key that
+// renders like an existing series compares against that series' labels
+// while an update of its distribution may be giving it its extra fields.
+func TestAliasLookupWhileDistUpdates(t *testing.T) {
+	tbl := New(Options{})
+	f, _ := tbl.Family("h", "", exposition.TypeHistogram)
+	labels := labelList{{Name: "job", Value: "kong"}, {Name: "route", Value: "/a"}}
+	for i := range 50 {
+		route := "/" + strconv.Itoa(i)
+		labels[1].Value = route
+		k := Key{Context: kong, Attrs: pcommon.NewMap()}
+		k.Attrs.PutStr("route", route)
+		s, _ := f.Series(uint64(i), &k, 1, labels)
+		alias := Key{Context: kong, Attrs: pcommon.NewMap()}
+		alias.Attrs.PutStr("http.route", route)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.UpdateDist(1, fillCount{}) })
+		if got, _ := f.Series(uint64(i), &alias, 1, labels); got != s {
+			t.Fatal("a key rendering alike made a second series")
+		}
+		wg.Wait()
+	}
+}
