@@ -161,6 +161,7 @@ receivers:
         auth:
           authenticator: bearertokenauth/in
     flush_interval: 1s
+    collector_name: e2e-0
     health:
       report_interval: 30s
       push: {}

@@ -161,7 +161,19 @@ type expectedSeries struct {
 	value  float64
 }
 
+// e2eCollector is collector_name in the harness configs: every gateway
+// series carries it as its collector label.
+const e2eCollector = "e2e-0"
+
 func (e expectedCounts) add(lbls map[string]string, n int) {
+	if _, ok := lbls["collector"]; !ok {
+		with := make(map[string]string, len(lbls)+1)
+		for k, v := range lbls {
+			with[k] = v
+		}
+		with["collector"] = e2eCollector
+		lbls = with
+	}
 	key := labelKey(labels.FromMap(lbls))
 	if s, ok := e[key]; ok {
 		s.value += float64(n)

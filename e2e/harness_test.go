@@ -296,6 +296,7 @@ const collectorConfig = `receivers:
       grpc:
         endpoint: 127.0.0.1:%[2]d
     flush_interval: 1s
+    collector_name: e2e-0
 processors:
   cumulative:
     max_stale: 5m

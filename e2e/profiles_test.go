@@ -122,15 +122,15 @@ func TestKongProfile(t *testing.T) {
 	}
 	sort.Strings(got)
 	// Kong's own format (docs/gateways.md §1c): its label order, empty
-	// labels written.
+	// labels written; then the collector's identity.
 	want := []string{
-		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer=""} 50`,
-		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer="alice"} 19964`,
-		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer=""} 100`,
-		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer="alice"} 278`,
-		`kong_http_requests_total{service="example_service",route="orders",code="200",source="service",workspace="default",consumer="alice"} 2`,
-		`kong_http_requests_total{service="example_service",route="orders",code="503",source="service",workspace="default",consumer=""} 1`,
-		`kong_http_requests_total{service="httpbin.konghq.com",route="/anything",code="200",source="service",workspace="default",consumer=""} 4`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer="",collector="e2e-0"} 50`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="egress",workspace="default",consumer="alice",collector="e2e-0"} 19964`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer="",collector="e2e-0"} 100`,
+		`kong_bandwidth_bytes{service="example_service",route="orders",direction="ingress",workspace="default",consumer="alice",collector="e2e-0"} 278`,
+		`kong_http_requests_total{service="example_service",route="orders",code="200",source="service",workspace="default",consumer="alice",collector="e2e-0"} 2`,
+		`kong_http_requests_total{service="example_service",route="orders",code="503",source="service",workspace="default",consumer="",collector="e2e-0"} 1`,
+		`kong_http_requests_total{service="httpbin.konghq.com",route="/anything",code="200",source="service",workspace="default",consumer="",collector="e2e-0"} 4`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("kong lines:\n%s\nwant:\n%s\nexposition:\n%.3000s", strings.Join(got, "\n"), strings.Join(want, "\n"), exposition)
