@@ -252,18 +252,24 @@ func Logs() []*LogSpec {
 // OneOf words a list for a validation message: "a, b, c".
 func OneOf(names []string) string { return strings.Join(names, ", ") }
 
+// find returns the kind of the first gateway for which is holds; KindAuto
+// when none does.
+func find(is func(*Gateway) bool) Kind {
+	for _, g := range registry[1:] {
+		if is(g) {
+			return g.kind
+		}
+	}
+	return KindAuto
+}
+
 // detectScope tells the gateway from the instrumentation scope; KindAuto
 // when no gateway's scope matches.
 func detectScope(scope string) Kind {
 	if scope == "" {
 		return KindAuto
 	}
-	for _, g := range registry[1:] {
-		if g.Scope == scope {
-			return g.kind
-		}
-	}
-	return KindAuto
+	return find(func(g *Gateway) bool { return g.Scope == scope })
 }
 
 // detectResource tells the gateway from a resource service.name that only
@@ -272,21 +278,14 @@ func detectResource(serviceName string) Kind {
 	if serviceName == "" {
 		return KindAuto
 	}
-	for _, g := range registry[1:] {
-		if g.Resource == serviceName {
-			return g.kind
-		}
-	}
-	return KindAuto
+	return find(func(g *Gateway) bool { return g.Resource == serviceName })
 }
 
 // detectSpan asks every gateway's Detect about a root span; the semantic
 // conventions when none claims it.
 func detectSpan(a attrs) Kind {
-	for _, g := range registry[1:] {
-		if g.Detect != nil && g.Detect(a) {
-			return g.kind
-		}
+	if k := find(func(g *Gateway) bool { return g.Detect != nil && g.Detect(a) }); k != KindAuto {
+		return k
 	}
 	return KindSemconv
 }
