@@ -15,7 +15,6 @@ const (
 	apisixServiceID = "apisix.service_id"
 	apisixSvcName   = "apisix.service_name"
 	apisixSource    = "apisix.response_source" // ≥ 3.17
-	attrNetHostName = "net.host.name"
 	// apisixHealthPath is the control API's list of health checkers
 	// (default control port 9090; §2b).
 	apisixHealthPath = "/v1/healthcheck"
@@ -70,7 +69,10 @@ func mapAPISIXRoot(e *Event, a attrs) {
 	e.RouteName = a.str(akAPISIXRouteName)
 	e.ServiceID = a.str(akAPISIXServiceID)
 	e.ServiceName = a.str(akAPISIXServiceName)
-	e.Host = a.str(akNetHostName)
+	// matched_host is the matched route's host pattern (ctx.curr_req_matched
+	// ._host, "" for a route without hosts), which spans do not carry; the
+	// span's net.host.name is the request's Host header, client input that
+	// would mint a series per value. Host stays "" (§2c).
 	switch src := a.str(akAPISIXSource); src {
 	case "upstream":
 		e.Source = SourceUpstream

@@ -42,15 +42,20 @@ func DecodeAPISIXHTTPLogger(body []byte, fn func(*Event)) (entries int, entryErr
 	return decodeLog[apisixEntry](body, true, fn)
 }
 
+// apisixRouteMiss is http-logger's route_id for a request no route matched.
+const apisixRouteMiss = "no-matched"
+
 func (a *apisixEntry) event(e *Event) error {
 	if err := startEntry(e, KindAPISIX, a.Response.Status, a.Request.Method); err != nil {
 		return err
 	}
 	e.Instance = a.Server.Hostname
-	e.RouteID = a.RouteID
-	// With no route matched, service_id is $host and route_id is absent
-	// (§2d): that host is not a service.
-	if a.RouteID != "" {
+	// A route miss: get_full_log leaves route_id unset and sets service_id
+	// to $host; http-logger then writes route_id "no-matched" (since 2.0,
+	// §2d). Neither is an entity: the request host is client input. Like
+	// APISIX's own plugin, a miss has no route and no service.
+	if a.RouteID != "" && a.RouteID != apisixRouteMiss {
+		e.RouteID = a.RouteID
 		e.ServiceID = a.ServiceID
 	}
 	// upstream is $upstream_addr: the balancer's "ip:port" (several,

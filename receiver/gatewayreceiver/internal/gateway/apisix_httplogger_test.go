@@ -142,3 +142,18 @@ func TestLogBodiesRefusedWhole(t *testing.T) {
 		t.Errorf("a body exactly MaxLogDepth deep: n=%d err=%v", n, err)
 	}
 }
+
+// A route miss reaches http-logger as route_id "no-matched" with service_id
+// the request's Host (§2d): it is a miss, counted with no route and no
+// service as APISIX's own plugin does, never as a route named "no-matched"
+// or a service named after client input.
+func TestAPISIXRouteMissIsNoRoute(t *testing.T) {
+	body := `{"request":{"method":"GET"},"response":{"status":404},"route_id":"no-matched","service_id":"attacker-chosen.example","latency":1}`
+	got, _, errs, err := decodeAPISIX(t, body)
+	if err != nil || len(errs) != 0 || len(got) != 1 {
+		t.Fatalf("events %v, errors %v, %v", got, errs, err)
+	}
+	if got[0].RouteID != "" || got[0].ServiceID != "" || got[0].StatusCode != 404 {
+		t.Errorf("route miss mapped to route %q service %q", got[0].RouteID, got[0].ServiceID)
+	}
+}

@@ -111,20 +111,25 @@ func (e *Event) Reset() {
 }
 
 // GatewayMS is the latency the gateway added: AddedMS when the gateway
-// reported it, else total − upstream clamped at 0; without an upstream (a
-// gateway-generated response) it is the total. ok is false when the total
-// is unknown too.
+// reported it; else total − upstream (clamped at 0) when both are known;
+// else the total when the gateway answered itself (no upstream was
+// involved). ok is false otherwise: a proxied request whose upstream time
+// the input does not carry (APISIX spans, semantic-convention spans) has
+// no known added latency, and observing the total as "added" would be
+// wrong (APISIX computes it as request − upstream, log-util.lua
+// latency_details_in_ms; docs/gateways.md §2d).
 func (e *Event) GatewayMS() (float64, bool) {
-	if e.AddedMS >= 0 {
+	switch {
+	case e.AddedMS >= 0:
 		return e.AddedMS, true
-	}
-	if e.TotalMS < 0 {
+	case e.TotalMS < 0:
 		return 0, false
-	}
-	if e.UpstreamMS < 0 {
+	case e.UpstreamMS >= 0:
+		return max(0, e.TotalMS-e.UpstreamMS), true
+	case e.Source == SourceGateway:
 		return e.TotalMS, true
 	}
-	return max(0, e.TotalMS-e.UpstreamMS), true
+	return 0, false
 }
 
 // OtherMethod stands for any method outside the known set, as the HTTP

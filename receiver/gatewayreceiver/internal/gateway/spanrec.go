@@ -42,7 +42,6 @@ const (
 	akAPISIXServiceID
 	akAPISIXServiceName
 	akAPISIXSource
-	akNetHostName
 	akEnvoyCluster
 	akEnvoyAddress
 	akEnvoyFlags
@@ -108,8 +107,6 @@ func lookupAttrKey(k string) attrKey {
 		return akAPISIXServiceName
 	case apisixSource:
 		return akAPISIXSource
-	case attrNetHostName:
-		return akNetHostName
 	case envoyCluster:
 		return akEnvoyCluster
 	case envoyAddress:

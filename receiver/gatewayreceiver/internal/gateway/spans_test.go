@@ -228,3 +228,37 @@ func TestCountDoesNotAllocate(t *testing.T) {
 		t.Errorf("CountProto allocated %.1f times per batch, want 0", allocs)
 	}
 }
+
+// The latency a gateway added is known only when the input says it: from
+// the gateway (Kong's latencies.kong, APISIX's apisix_latency), as total −
+// upstream, or as the total when the gateway answered itself. An APISIX
+// proxied span carries no upstream time, so its added latency is unknown,
+// never the whole 800 ms (APISIX computes request − upstream; §2d).
+func TestGatewayAddedLatencyOnlyWhenKnown(t *testing.T) {
+	apisixRes := map[string]any{"service.name": "APISIX", "hostname": "h"}
+	span := func(attrs map[string]any) ptrace.Traces {
+		return traceOf(apisixRes, "opentelemetry-lua", spanSpec{name: "GET /pets", kind: ptrace.SpanKindServer, id: 1, end: 800, attrs: attrs})
+	}
+	cases := []struct {
+		name      string
+		td        ptrace.Traces
+		want      float64
+		wantKnown bool
+	}{
+		{"proxied, ≤ 3.16", span(map[string]any{"http.method": "GET", "http.status_code": int64(200)}), 0, false},
+		{"proxied, ≥ 3.17", span(map[string]any{"http.method": "GET", "http.response.status_code": int64(200), "apisix.response_source": "upstream"}), 0, false},
+		{"answered by APISIX", span(map[string]any{"http.method": "GET", "http.response.status_code": int64(404), "apisix.response_source": "apisix"}), 800, true},
+		{"semantic conventions", traceOf(map[string]any{"service.name": "edge"}, "", spanSpec{name: "GET", kind: ptrace.SpanKindServer, id: 1, end: 800,
+			attrs: map[string]any{"http.request.method": "GET", "http.response.status_code": int64(200)}}), 0, false},
+	}
+	for _, c := range cases {
+		got := countAll(t, c.td)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d events", c.name, len(got))
+		}
+		ms, ok := got[0].GatewayMS()
+		if ok != c.wantKnown || ms != c.want || got[0].TotalMS != 800 {
+			t.Errorf("%s: added %v (known %v), total %v; want %v (known %v)", c.name, ms, ok, got[0].TotalMS, c.want, c.wantKnown)
+		}
+	}
+}
