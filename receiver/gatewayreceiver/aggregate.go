@@ -93,8 +93,8 @@ func (s *series) add(f *family, v float64) {
 	s.buckets[i]++
 }
 
-// maxInlineFamilies is the most families a profile has (otel, kong: 10).
-const maxInlineFamilies = 10
+// maxInlineFamilies is the most families a profile has (kong: 12).
+const maxInlineFamilies = 12
 
 // bundle is the handle of one tuple: the series of every family that an
 // event of that tuple updates, found with one map lookup.
@@ -470,8 +470,12 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			dp := m.Sum().DataPoints().AppendEmpty()
 			dp.SetStartTimestamp(start)
 			dp.SetTimestamp(now)
-			// Every sum counts requests, bytes or tokens: whole numbers.
-			dp.SetIntValue(int64(p.total))
+			if f.double {
+				dp.SetDoubleValue(p.total)
+			} else {
+				// Requests, bytes and tokens: whole numbers.
+				dp.SetIntValue(int64(p.total))
+			}
 			attrs = dp.Attributes()
 		}
 		if p.key.overflow {

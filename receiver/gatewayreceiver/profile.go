@@ -40,6 +40,13 @@ const (
 	measureLLMLatencyMS
 	measureInputTokens
 	measureOutputTokens
+	// Kong's AI families: recorded only when the log carries them, tokens
+	// and cost only when > 0, as Kong's exporter does (docs/gateways.md §1c).
+	measureKongProviderMS
+	measureKongInputTokens
+	measureKongOutputTokens
+	measureKongTotalTokens
+	measureKongCost
 )
 
 // valueOf returns the event's value for m; false when the event does not
@@ -69,6 +76,16 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens >= 0
 	case measureOutputTokens:
 		return float64(e.GenAI.OutputTokens), e.GenAI.IsLLM() && e.GenAI.OutputTokens >= 0
+	case measureKongProviderMS:
+		return e.GenAI.ProviderMS, e.GenAI.IsLLM() && e.GenAI.ProviderMS >= 0
+	case measureKongInputTokens:
+		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens > 0
+	case measureKongOutputTokens:
+		return float64(e.GenAI.OutputTokens), e.GenAI.IsLLM() && e.GenAI.OutputTokens > 0
+	case measureKongTotalTokens:
+		return float64(e.GenAI.TotalTokens), e.GenAI.IsLLM() && e.GenAI.TotalTokens > 0
+	case measureKongCost:
+		return e.GenAI.Cost, e.GenAI.IsLLM() && e.GenAI.Cost > 0
 	}
 	return 0, false
 }
@@ -79,6 +96,7 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 type family struct {
 	name, unit, desc string
 	hist             bool
+	double           bool      // a sum of fractional values (cost); else whole numbers
 	bounds           []float64 // histogram bucket upper bounds, in emitted units
 	scale            float64   // emitted value = recorded value × scale (ms → s)
 	measure          measure

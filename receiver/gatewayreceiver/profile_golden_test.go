@@ -255,27 +255,34 @@ func TestKongProfileAIFromHTTPLog(t *testing.T) {
 	p.post(t, kongLogURLPath, string(ai))
 	p.post(t, kongLogURLPath, "["+string(ai)+","+string(plain)+"]")
 	got := p.scrape(t)
-	const labels = `ai_provider="openai",ai_model="gpt-3.5-turbo-0613",cache_status="",vector_db="",embeddings_provider="",embeddings_model="",workspace="default"`
+	// ai_model is meta.request_model; token_type sits before workspace;
+	// provider latency uses Kong's AI buckets (250 … 60000); cost and
+	// total_tokens are counted too (docs/gateways.md §1c).
+	const labels = `ai_provider="openai",ai_model="gpt-3.5-turbo",cache_status="",vector_db="",embeddings_provider="",embeddings_model="",workspace="default"`
+	const tokenLabels = `ai_provider="openai",ai_model="gpt-3.5-turbo",cache_status="",vector_db="",embeddings_provider="",embeddings_model="",token_type="%s",workspace="default"`
 	checkSpecLines(t, got, []string{
 		`kong_ai_llm_requests_total{` + labels + `} N`,
-		`kong_ai_llm_tokens_total{` + labels + `,token_type="prompt_tokens"} N`,
-		`kong_ai_llm_tokens_total{` + labels + `,token_type="completion_tokens"} N`,
-		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="1000"} N`,
+		`kong_ai_llm_cost_total{` + labels + `} N`,
+		`kong_ai_llm_tokens_total{` + strings.Replace(tokenLabels, "%s", "prompt_tokens", 1) + `} N`,
+		`kong_ai_llm_tokens_total{` + strings.Replace(tokenLabels, "%s", "completion_tokens", 1) + `} N`,
+		`kong_ai_llm_tokens_total{` + strings.Replace(tokenLabels, "%s", "total_tokens", 1) + `} N`,
+		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="1500"} N`,
 		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="2000"} N`,
+		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="60000"} N`,
 		`kong_ai_llm_provider_latency_ms_bucket{` + labels + `,le="+Inf"} N`,
 		`kong_ai_llm_provider_latency_ms_sum{` + labels + `} N`,
 		`kong_ai_llm_provider_latency_ms_count{` + labels + `} N`,
 		// The requests are still counted as requests.
 		`kong_http_requests_total{service="openai-service",route="openai-chat",code="200",source="service",workspace="default",consumer=""} N`,
 		`kong_http_requests_total{service="example_service",route="example_route",code="200",source="service",workspace="default",consumer=""} N`,
-	}, []string{"2", "50", "24", "0", "2", "2", "3060", "2", "2", "1"})
+	}, []string{"2", "0.00074", "50", "24", "74", "0", "2", "2", "2", "3060", "2", "2", "1"})
 	// One AI series per family: the plain entry made none.
-	for _, family := range []string{"kong_ai_llm_requests_total{", "kong_ai_llm_provider_latency_ms_count{"} {
+	for _, family := range []string{"kong_ai_llm_requests_total{", "kong_ai_llm_cost_total{", "kong_ai_llm_provider_latency_ms_count{"} {
 		if n := strings.Count(string(got), "\n"+family); n != 1 {
 			t.Errorf("%d %s…} series, want 1:\n%s", n, family, got)
 		}
 	}
-	if n := strings.Count(string(got), "\nkong_ai_llm_tokens_total{"); n != 2 {
-		t.Errorf("%d kong_ai_llm_tokens_total series, want 2 (prompt, completion):\n%s", n, got)
+	if n := strings.Count(string(got), "\nkong_ai_llm_tokens_total{"); n != 3 {
+		t.Errorf("%d kong_ai_llm_tokens_total series, want 3 (prompt, completion, total):\n%s", n, got)
 	}
 }

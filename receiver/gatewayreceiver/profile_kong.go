@@ -16,7 +16,8 @@ var (
 )
 
 func kongKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
-	// route = route.name, falling back to route.id; spans carry only
+	// ai_model is meta.request_model (§1c). route = route.name, falling
+	// back to route.id; spans carry only
 	// http.route (a path), which stands in for both.
 	route := firstOf(e.RouteName, e.RouteID, e.Route)
 	if route == "" {
@@ -27,7 +28,7 @@ func kongKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
 		ws = "default" // the only workspace of Kong OSS; spans do not say
 	}
 	return tupleKey{route: route, service: serviceOf(e), status: e.StatusCode, source: e.Source,
-		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: llmModel(e)}, true
+		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel}, true
 }
 
 func kongRequests(k tupleKey) tupleKey {
@@ -80,6 +81,13 @@ func kongAILabels(k *tupleKey, m pcommon.Map) {
 	m.PutStr("workspace", k.workspace)
 }
 
+// kongTokenTypeAt is where Kong writes token_type: after embeddings_model,
+// before workspace (§1c).
+const kongTokenTypeAt = 6
+
+// kongAIProviderBounds are Kong's AI_LLM_PROVIDER_LATENCY_BUCKETS (3.8+, §1c).
+var kongAIProviderBounds = []float64{250, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000, 10000, 30000, 60000}
+
 var kongProfile = profile{
 	name:   profileKong,
 	health: &kongHealth,
@@ -99,12 +107,16 @@ var kongProfile = profile{
 			measure: measureResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
 		{name: "kong_ai_llm_requests_total", desc: "AI requests total per ai_provider in Kong",
 			measure: measureLLMCount, project: kongAI, labels: kongAILabels},
-		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
-			measure: measureInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: -1},
-		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider in Kong",
-			measure: measureOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: -1},
+		{name: "kong_ai_llm_cost_total", desc: "AI requests cost per ai_provider/cache in Kong",
+			double: true, measure: measureKongCost, project: kongAI, labels: kongAILabels},
 		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
-			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureLLMLatencyMS, project: kongAI, labels: kongAILabels},
+			hist: true, bounds: kongAIProviderBounds, scale: 1, measure: measureKongProviderMS, project: kongAI, labels: kongAILabels},
+		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+			measure: measureKongInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: kongTokenTypeAt},
+		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+			measure: measureKongOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: kongTokenTypeAt},
+		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+			measure: measureKongTotalTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "total_tokens", constAt: kongTokenTypeAt},
 	},
 }
 

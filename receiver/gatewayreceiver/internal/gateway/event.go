@@ -91,8 +91,11 @@ type Event struct {
 type GenAI struct {
 	// Provider is gen_ai.provider.name, or the older gen_ai.system.
 	Provider, RequestModel, ResponseModel string
-	// InputTokens and OutputTokens are Unknown when absent.
-	InputTokens, OutputTokens int64
+	// InputTokens, OutputTokens and TotalTokens are Unknown when absent.
+	InputTokens, OutputTokens, TotalTokens int64
+	// Cost is the request's cost as the gateway computed it (Kong's ai
+	// usage.cost); Unknown when absent.
+	Cost float64
 	// ProviderMS is the LLM provider's latency as the gateway measured it
 	// (Kong's ai meta.llm_latency); Unknown when the input does not carry
 	// it, and the upstream latency stands in.
@@ -107,7 +110,7 @@ func (g *GenAI) IsLLM() bool {
 // Reset clears e for reuse, with every measurement Unknown.
 func (e *Event) Reset() {
 	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
-		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, ProviderMS: Unknown}}
+		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown}}
 }
 
 // GatewayMS is the latency the gateway added: AddedMS when the gateway

@@ -51,6 +51,8 @@ type kongAIPlugin struct {
 	Usage struct {
 		PromptTokens     Number `json:"prompt_tokens"`
 		CompletionTokens Number `json:"completion_tokens"`
+		TotalTokens      Number `json:"total_tokens"`
+		Cost             Number `json:"cost"`
 	} `json:"usage"`
 }
 
@@ -98,6 +100,7 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 	}
 	var p kongAIPlugin
 	p.Usage.PromptTokens, p.Usage.CompletionTokens = unknownNumber(), unknownNumber()
+	p.Usage.TotalTokens, p.Usage.Cost = unknownNumber(), unknownNumber()
 	p.Meta.LLMLatency = unknownNumber()
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return false, aiFieldError(key, err)
@@ -106,6 +109,8 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 	prefix := "ai." + key + "."
 	in := pl.count(prefix+"usage.prompt_tokens", p.Usage.PromptTokens, maxTokens)
 	out := pl.count(prefix+"usage.completion_tokens", p.Usage.CompletionTokens, maxTokens)
+	total := pl.count(prefix+"usage.total_tokens", p.Usage.TotalTokens, maxTokens)
+	cost := pl.amount(prefix+"usage.cost", p.Usage.Cost, maxCost)
 	latency := pl.ms(prefix+"meta.llm_latency", p.Meta.LLMLatency)
 	if pl.err != nil {
 		return false, pl.err
@@ -115,7 +120,7 @@ func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error)
 		return false, nil
 	}
 	g.Provider, g.RequestModel, g.ResponseModel = m.ProviderName, m.RequestModel, m.ResponseModel
-	g.InputTokens, g.OutputTokens = in, out
+	g.InputTokens, g.OutputTokens, g.TotalTokens, g.Cost = in, out, total, cost
 	g.ProviderMS = latency
 	return true, nil
 }

@@ -85,10 +85,9 @@ func (k *kongEntry) event(e *Event) error {
 		e.Upstream = s.Host
 	}
 	if c := k.Consumer; c != nil {
+		// consumer.username only, as Kong's plugin labels it (§1c): a
+		// consumer without a username has consumer="".
 		e.Consumer = c.Username
-		if e.Consumer == "" {
-			e.Consumer = c.ID
-		}
 	}
 	e.Workspace = k.WorkspaceName
 	// source: "upstream" when the service answered; "kong" for errors and

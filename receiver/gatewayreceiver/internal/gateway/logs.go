@@ -185,6 +185,7 @@ const (
 	maxLatencyMS = 24 * 60 * 60 * 1000 // a day
 	maxBytes     = 1 << 40             // 1 TiB in one request or response
 	maxTokens    = 1 << 32             // tokens of one LLM request
+	maxCost      = 1e6                 // cost of one LLM request, in the gateway's unit
 )
 
 // plausible reads an entry's numbers, keeping the first implausible one as
@@ -222,6 +223,19 @@ func (p *plausible) count(field string, n Number, max float64) int64 {
 		return Unknown
 	}
 	return int64(f)
+}
+
+// amount reads a non-negative amount up to max (a cost).
+func (p *plausible) amount(field string, n Number, max float64) float64 {
+	f := float64(n)
+	switch {
+	case f == Unknown:
+		return Unknown
+	case !(f >= 0 && f <= max):
+		p.fail(field, f, "an amount from 0 to "+strconv.FormatFloat(max, 'f', -1, 64))
+		return Unknown
+	}
+	return f
 }
 
 // size reads a port or similar small whole number; Unknown when it is not
