@@ -202,12 +202,18 @@ type pointSlice[P dataPoint] interface {
 // kind is how points of one metric type fold into and are written from a
 // stream. Both run under the stream's shard lock.
 type kind[P dataPoint] struct {
-	// fold adds dp to s, whose window check has passed. It returns accepted,
-	// a restart reason (the stream restarted from dp), or invalid (dp was
-	// not applied).
+	// invalid reports a malformed point, checked before s is touched; nil
+	// when every point of the type can be folded.
+	invalid func(dp P) bool
+	// fold adds dp to s, whose window check has passed. It returns accepted
+	// or a restart reason (the stream restarted from dp).
 	fold func(p *cumulativeProcessor, s *stream, dp P) reason
 	// write sets dp's value to s's cumulative state.
 	write func(s *stream, dp P)
+	// save keeps s's value as the value before the window about to be
+	// folded; restore puts it back, for a window that replaces the last
+	// one. save may set s.fresh when s holds no value yet.
+	save, restore func(s *stream)
 }
 
 // accumulate folds the points of one delta metric into their streams and
@@ -230,15 +236,32 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 			c.points[r]++
 			return true
 		}
-		if !s.started {
-			s.restart(dp.StartTimestamp(), dp.Timestamp())
-		}
-		switch fr := k.fold(p, s, dp); fr {
-		case invalid:
+		if k.invalid != nil && k.invalid(dp) {
 			c.points[invalid]++
 			return true
-		case accepted:
-		default:
+		}
+		switch {
+		case s.overflow:
+			// Points of many streams: no window to replace.
+		case r == replaced:
+			// The last window again, maybe with more counts: cumulative =
+			// the value before it + this point, never both windows.
+			if s.fresh {
+				s.started = false // it started the stream: start it again
+			} else {
+				k.restore(s)
+			}
+		case s.started:
+			s.fresh = false
+			k.save(s)
+		}
+		if !s.started {
+			s.restart(dp.StartTimestamp(), dp.Timestamp())
+			s.fresh = true
+		}
+		s.winStart = dp.StartTimestamp()
+		if fr := k.fold(p, s, dp); fr != accepted {
+			s.fresh = true // restarted from dp: nothing before this window
 			if r != overflowed {
 				r = fr
 			}
