@@ -17,7 +17,8 @@ import (
 // cache is sized for them and counted), fed three windows per stream (the
 // second allocates the state kept for a replacing window), and measured
 // after GC. bench/cumulative measures the same at 100k streams against
-// contrib; this is the quick look, exponential histograms included.
+// contrib; this is the quick look, exponential histograms included. It
+// also reports the size of a checkpoint (storage) per stream.
 //
 // The bounds only catch a regression by a wide margin (the race detector
 // and the runtime version move the figures a little).
@@ -50,7 +51,8 @@ func TestMemoryPerStream(t *testing.T) {
 			}
 			per := float64(heapInUse()-before) / streams
 			runtime.KeepAlive(p)
-			t.Logf("%s: %.0f bytes/stream (processor state, identity cache included)", tc.name, per)
+			t.Logf("%s: %.0f bytes/stream (processor state, identity cache included); checkpoint %.0f bytes/stream",
+				tc.name, per, float64(len(p.encodeCheckpoint()))/streams)
 			if per > tc.limit {
 				t.Errorf("%s: %.0f bytes/stream, more than %.0f", tc.name, per, tc.limit)
 			}

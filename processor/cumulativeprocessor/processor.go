@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
@@ -51,6 +52,15 @@ type cumulativeProcessor struct {
 	emitMu sync.Mutex // serialises interval emissions (ticks and the final one)
 	stop   chan struct{}
 	done   chan struct{}
+
+	// id names the processor's client of the storage extension.
+	id component.ID
+	// store is the storage client the streams are checkpointed to; nil
+	// without storage. Used by Start, the background goroutine and
+	// Shutdown, never concurrently (Shutdown waits for the goroutine).
+	store storage.Client
+	// lastCheckpointSize sizes the next checkpoint's buffer.
+	lastCheckpointSize int
 }
 
 func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*cumulativeProcessor, error) {
@@ -68,6 +78,7 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		// limit stays on the fast path (two-choice sets keep conflicts rare).
 		cache:     identity.NewCache[*stream](cfg.MaxStreams),
 		hashAttrs: identity.OfMap,
+		id:        set.ID,
 	}
 	for i := range p.shards {
 		p.shards[i].streams = make(map[streamKey]*stream)
@@ -75,14 +86,29 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 	return p, nil
 }
 
-func (p *cumulativeProcessor) start(ctx context.Context, _ component.Host) error {
+// start restores the streams from the storage extension's checkpoint, if
+// one is configured, before any point arrives; then starts the background
+// work.
+func (p *cumulativeProcessor) start(ctx context.Context, host component.Host) error {
 	p.telemetry.ProcessorCumulativeStreamsLimit.Record(ctx, int64(p.cfg.MaxStreams))
+	if p.cfg.Storage != nil {
+		client, err := p.openStorage(ctx, host)
+		if err != nil {
+			return err
+		}
+		if p.store = client; p.store != nil {
+			p.restore(ctx)
+		}
+	}
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.background()
 	return nil
 }
 
+// shutdown stops the background work, emits what is pending (interval),
+// and writes the last checkpoint: the pipeline's receivers have stopped
+// before its processors, so it holds every point processed.
 func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
 	if p.stop == nil {
 		return nil
@@ -90,24 +116,38 @@ func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
 	close(p.stop)
 	<-p.done
 	p.stop = nil
+	var err error
 	if p.cfg.Emit == EmitInterval {
 		// Streams touched since the last tick leave now, not never.
-		return p.emit(ctx)
+		err = p.emit(ctx)
 	}
-	return nil
+	if p.store != nil {
+		p.save(ctx)
+		if cerr := p.store.Close(ctx); cerr != nil {
+			p.logger.Warn("Closing the storage client failed", zap.Error(cerr))
+		}
+		p.store = nil
+	}
+	return err
 }
 
-// background runs the stale sweep and, with emit: interval, the emission
-// ticks, so that ConsumeMetrics never pays for either.
+// background runs the stale sweep, with emit: interval the emission ticks,
+// and with storage the checkpoints, so that ConsumeMetrics never pays for
+// any of them.
 func (p *cumulativeProcessor) background() {
 	defer close(p.done)
 	sweep := time.NewTicker(p.cfg.MaxStale / 2)
 	defer sweep.Stop()
-	var tick <-chan time.Time
+	var tick, checkpoint <-chan time.Time
 	if p.cfg.Emit == EmitInterval {
 		t := time.NewTicker(p.cfg.Interval)
 		defer t.Stop()
 		tick = t.C
+	}
+	if p.store != nil {
+		t := time.NewTicker(p.cfg.CheckpointInterval)
+		defer t.Stop()
+		checkpoint = t.C
 	}
 	for {
 		select {
@@ -115,6 +155,8 @@ func (p *cumulativeProcessor) background() {
 			return
 		case now := <-sweep.C:
 			p.sweep(now)
+		case <-checkpoint:
+			p.save(context.Background())
 		case <-tick:
 			if err := p.emit(context.Background()); err != nil {
 				p.logger.Warn("Emitting cumulative points failed", zap.Error(err))
