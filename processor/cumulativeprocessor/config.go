@@ -3,12 +3,18 @@ package cumulativeprocessor // import "github.com/otelgateway/otelgateway/proces
 import (
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
 )
 
 const (
 	defaultMaxStale   = 5 * time.Minute
 	defaultMaxStreams = 200_000
 	defaultMaxBuckets = 160
+	// defaultCheckpointInterval bounds what a crash loses of the
+	// accumulation to 10s, at the cost of one write of every stream's state
+	// per 10s (tens of bytes a stream).
+	defaultCheckpointInterval = 10 * time.Second
 	// minMaxBuckets: downscaling halves an index range until it fits, and
 	// any range fits in 2 buckets at a low enough scale; 1 could not hold a
 	// histogram with both a value below and above 1.
@@ -63,6 +69,17 @@ type Config struct {
 	// then, and only then.
 	Interval time.Duration `mapstructure:"interval"`
 
+	// Storage is the ID of a storage extension (such as file_storage) the
+	// streams are checkpointed to, so that a restart continues every
+	// counter with its start time instead of resetting it. Unset: the
+	// streams live in memory only.
+	Storage *component.ID `mapstructure:"storage"`
+
+	// CheckpointInterval is how often the streams are checkpointed to
+	// Storage (and once more at shutdown). A crash loses at most this much
+	// of the accumulation.
+	CheckpointInterval time.Duration `mapstructure:"checkpoint_interval"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -73,6 +90,8 @@ func createDefaultConfig() *Config {
 		MaxStreams: defaultMaxStreams,
 		MaxBuckets: defaultMaxBuckets,
 		Emit:       EmitPerBatch,
+
+		CheckpointInterval: defaultCheckpointInterval,
 	}
 }
 
@@ -90,6 +109,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("interval must be positive with emit: interval, got %v", c.Interval)
 	case c.Emit != EmitInterval && c.Interval != 0:
 		return fmt.Errorf("interval is only used with emit: interval, got interval %v with emit: %s", c.Interval, c.Emit)
+	case c.CheckpointInterval <= 0:
+		return fmt.Errorf("checkpoint_interval must be positive, got %v", c.CheckpointInterval)
 	}
 	return nil
 }

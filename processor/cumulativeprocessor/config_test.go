@@ -2,8 +2,11 @@ package cumulativeprocessor
 
 import (
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/component"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 )
@@ -19,7 +22,10 @@ func TestConfig(t *testing.T) {
 		{file: "max_stale.yaml", want: func(c *Config) { c.MaxStale = 90 * time.Second }},
 		{file: "all.yaml", want: func(c *Config) {
 			c.MaxStale, c.MaxStreams, c.MaxBuckets, c.Emit, c.Interval = 10*time.Minute, 5000, 40, EmitInterval, 15*time.Second
+			id := component.MustNewIDWithName("file_storage", "cumulative")
+			c.Storage, c.CheckpointInterval = &id, 30*time.Second
 		}},
+		{file: "zero_checkpoint_interval.yaml", wantErr: "checkpoint_interval must be positive, got 0s"},
 		{file: "invalid_max_stale.yaml", wantErr: "max_stale must be positive, got -1s"},
 		{file: "zero_max_stale.yaml", wantErr: "max_stale must be positive, got 0s"},
 		{file: "zero_max_streams.yaml", wantErr: "max_streams must be positive, got 0"},
@@ -38,7 +44,7 @@ func TestConfig(t *testing.T) {
 			}
 			want := defaults
 			c.want(&want)
-			if *cfg != want {
+			if !reflect.DeepEqual(*cfg, want) {
 				t.Errorf("config = %+v, want %+v", *cfg, want)
 			}
 		})

@@ -15,6 +15,9 @@ type expState struct {
 	scale            int32
 	zeroThreshold    float64
 	pos, neg         expBuckets
+	// prev is the state before the last window (its own prev unused),
+	// allocated at the stream's second window and reused after.
+	prev *expState
 }
 
 // expBuckets holds counts[i] for bucket index offset+i.
@@ -24,7 +27,33 @@ type expBuckets struct {
 }
 
 // expKind folds delta exponential histograms.
-var expKind = kind[pmetric.ExponentialHistogramDataPoint]{fold: foldExp, write: writeExp}
+var expKind = kind[pmetric.ExponentialHistogramDataPoint]{fold: foldExp, write: writeExp, save: saveExp, restore: restoreExp}
+
+func saveExp(s *stream) {
+	e := s.exp
+	if e == nil {
+		s.fresh = true // nothing before: a replacement starts again
+		return
+	}
+	if e.prev == nil {
+		e.prev = new(expState)
+	}
+	e.prev.copyFrom(e)
+}
+
+func restoreExp(s *stream) {
+	if e := s.exp; e != nil && e.prev != nil {
+		e.copyFrom(e.prev)
+	}
+}
+
+// copyFrom sets e's value to o's, reusing e's bucket arrays (prev excepted).
+func (e *expState) copyFrom(o *expState) {
+	e.moments, e.count, e.zeroCount = o.moments, o.count, o.zeroCount
+	e.scale, e.zeroThreshold = o.scale, o.zeroThreshold
+	e.pos.offset, e.pos.counts = o.pos.offset, append(e.pos.counts[:0], o.pos.counts...)
+	e.neg.offset, e.neg.counts = o.neg.offset, append(e.neg.counts[:0], o.neg.counts...)
+}
 
 // foldExp merges dp into s's histogram (the spec's merge of exponential
 // histograms, as contrib's deltatocumulative does it):

@@ -5,26 +5,56 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// histState is the cumulative state of an explicit-bucket histogram.
+// histState is the cumulative state of an explicit-bucket histogram, and
+// its value before the last window (for a window that replaces it).
+//
+// counts has len(bounds)+1 buckets and twice that capacity: the second half
+// (prevCounts) holds the counts before the last window, in the same
+// allocation and without a second slice header.
 type histState struct {
 	moments
-	count  uint64
-	bounds []float64
-	counts []uint64
+	count     uint64
+	prev      moments
+	prevCount uint64
+	bounds    []float64
+	counts    []uint64
 }
 
 // histKind folds delta explicit-bucket histograms.
-var histKind = kind[pmetric.HistogramDataPoint]{fold: foldHist, write: writeHist}
+var histKind = kind[pmetric.HistogramDataPoint]{
+	invalid: invalidHist, fold: foldHist, write: writeHist, save: saveHist, restore: restoreHist,
+}
+
+// invalidHist: bucket counts that do not match the bounds.
+func invalidHist(dp pmetric.HistogramDataPoint) bool {
+	n := dp.BucketCounts().Len()
+	return n != 0 && n != dp.ExplicitBounds().Len()+1
+}
+
+func (h *histState) prevCounts() []uint64 { return h.counts[len(h.counts):cap(h.counts)] }
+
+func saveHist(s *stream) {
+	h := s.hist
+	if h == nil {
+		s.fresh = true // nothing before: a replacement starts again
+		return
+	}
+	h.prev, h.prevCount = h.moments, h.count
+	copy(h.prevCounts(), h.counts)
+}
+
+func restoreHist(s *stream) {
+	if h := s.hist; h != nil {
+		h.moments, h.count = h.prev, h.prevCount
+		copy(h.counts, h.prevCounts())
+	}
+}
 
 // foldHist adds dp to s. Bounds that differ from the accumulated ones cannot
 // be merged exactly, so the stream restarts from dp (a counter reset
-// downstream) rather than guessing. A point whose bucket counts do not
-// match its bounds is invalid.
+// downstream) rather than guessing. The caller has checked invalidHist.
 func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) reason {
 	bounds, counts := dp.ExplicitBounds(), dp.BucketCounts()
-	if counts.Len() != 0 && counts.Len() != bounds.Len()+1 {
-		return invalid
-	}
 	r := accepted
 	h := s.hist
 	if h != nil && !sameBounds(h.bounds, bounds) {
@@ -34,9 +64,10 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 	if h == nil {
 		// First point: copy its shape (the only allocation of the stream's
 		// life unless its bounds change).
+		n := bounds.Len() + 1
 		h = &histState{
 			bounds:  sharedBounds(s.desc, bounds),
-			counts:  make([]uint64, bounds.Len()+1),
+			counts:  make([]uint64, n, 2*n),
 			moments: startMoments(dp),
 		}
 		s.hist = h

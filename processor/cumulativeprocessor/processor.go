@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
@@ -51,6 +52,15 @@ type cumulativeProcessor struct {
 	emitMu sync.Mutex // serialises interval emissions (ticks and the final one)
 	stop   chan struct{}
 	done   chan struct{}
+
+	// id names the processor's client of the storage extension.
+	id component.ID
+	// store is the storage client the streams are checkpointed to; nil
+	// without storage. Used by Start, the background goroutine and
+	// Shutdown, never concurrently (Shutdown waits for the goroutine).
+	store storage.Client
+	// lastCheckpointSize sizes the next checkpoint's buffer.
+	lastCheckpointSize int
 }
 
 func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*cumulativeProcessor, error) {
@@ -68,6 +78,7 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		// limit stays on the fast path (two-choice sets keep conflicts rare).
 		cache:     identity.NewCache[*stream](cfg.MaxStreams),
 		hashAttrs: identity.OfMap,
+		id:        set.ID,
 	}
 	for i := range p.shards {
 		p.shards[i].streams = make(map[streamKey]*stream)
@@ -75,14 +86,29 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 	return p, nil
 }
 
-func (p *cumulativeProcessor) start(ctx context.Context, _ component.Host) error {
+// start restores the streams from the storage extension's checkpoint, if
+// one is configured, before any point arrives; then starts the background
+// work.
+func (p *cumulativeProcessor) start(ctx context.Context, host component.Host) error {
 	p.telemetry.ProcessorCumulativeStreamsLimit.Record(ctx, int64(p.cfg.MaxStreams))
+	if p.cfg.Storage != nil {
+		client, err := p.openStorage(ctx, host)
+		if err != nil {
+			return err
+		}
+		if p.store = client; p.store != nil {
+			p.restore(ctx)
+		}
+	}
 	p.stop = make(chan struct{})
 	p.done = make(chan struct{})
 	go p.background()
 	return nil
 }
 
+// shutdown stops the background work, emits what is pending (interval),
+// and writes the last checkpoint: the pipeline's receivers have stopped
+// before its processors, so it holds every point processed.
 func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
 	if p.stop == nil {
 		return nil
@@ -90,24 +116,38 @@ func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
 	close(p.stop)
 	<-p.done
 	p.stop = nil
+	var err error
 	if p.cfg.Emit == EmitInterval {
 		// Streams touched since the last tick leave now, not never.
-		return p.emit(ctx)
+		err = p.emit(ctx)
 	}
-	return nil
+	if p.store != nil {
+		p.save(ctx)
+		if cerr := p.store.Close(ctx); cerr != nil {
+			p.logger.Warn("Closing the storage client failed", zap.Error(cerr))
+		}
+		p.store = nil
+	}
+	return err
 }
 
-// background runs the stale sweep and, with emit: interval, the emission
-// ticks, so that ConsumeMetrics never pays for either.
+// background runs the stale sweep, with emit: interval the emission ticks,
+// and with storage the checkpoints, so that ConsumeMetrics never pays for
+// any of them.
 func (p *cumulativeProcessor) background() {
 	defer close(p.done)
 	sweep := time.NewTicker(p.cfg.MaxStale / 2)
 	defer sweep.Stop()
-	var tick <-chan time.Time
+	var tick, checkpoint <-chan time.Time
 	if p.cfg.Emit == EmitInterval {
 		t := time.NewTicker(p.cfg.Interval)
 		defer t.Stop()
 		tick = t.C
+	}
+	if p.store != nil {
+		t := time.NewTicker(p.cfg.CheckpointInterval)
+		defer t.Stop()
+		checkpoint = t.C
 	}
 	for {
 		select {
@@ -115,6 +155,8 @@ func (p *cumulativeProcessor) background() {
 			return
 		case now := <-sweep.C:
 			p.sweep(now)
+		case <-checkpoint:
+			p.save(context.Background())
 		case <-tick:
 			if err := p.emit(context.Background()); err != nil {
 				p.logger.Warn("Emitting cumulative points failed", zap.Error(err))
@@ -202,12 +244,18 @@ type pointSlice[P dataPoint] interface {
 // kind is how points of one metric type fold into and are written from a
 // stream. Both run under the stream's shard lock.
 type kind[P dataPoint] struct {
-	// fold adds dp to s, whose window check has passed. It returns accepted,
-	// a restart reason (the stream restarted from dp), or invalid (dp was
-	// not applied).
+	// invalid reports a malformed point, checked before s is touched; nil
+	// when every point of the type can be folded.
+	invalid func(dp P) bool
+	// fold adds dp to s, whose window check has passed. It returns accepted
+	// or a restart reason (the stream restarted from dp).
 	fold func(p *cumulativeProcessor, s *stream, dp P) reason
 	// write sets dp's value to s's cumulative state.
 	write func(s *stream, dp P)
+	// save keeps s's value as the value before the window about to be
+	// folded; restore puts it back, for a window that replaces the last
+	// one. save may set s.fresh when s holds no value yet.
+	save, restore func(s *stream)
 }
 
 // accumulate folds the points of one delta metric into their streams and
@@ -230,15 +278,32 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 			c.points[r]++
 			return true
 		}
-		if !s.started {
-			s.restart(dp.StartTimestamp(), dp.Timestamp())
-		}
-		switch fr := k.fold(p, s, dp); fr {
-		case invalid:
+		if k.invalid != nil && k.invalid(dp) {
 			c.points[invalid]++
 			return true
-		case accepted:
-		default:
+		}
+		switch {
+		case s.overflow:
+			// Points of many streams: no window to replace.
+		case r == replaced:
+			// The last window again, maybe with more counts: cumulative =
+			// the value before it + this point, never both windows.
+			if s.fresh {
+				s.started = false // it started the stream: start it again
+			} else {
+				k.restore(s)
+			}
+		case s.started:
+			s.fresh = false
+			k.save(s)
+		}
+		if !s.started {
+			s.restart(dp.StartTimestamp(), dp.Timestamp())
+			s.fresh = true
+		}
+		s.winStart = dp.StartTimestamp()
+		if fr := k.fold(p, s, dp); fr != accepted {
+			s.fresh = true // restarted from dp: nothing before this window
 			if r != overflowed {
 				r = fr
 			}

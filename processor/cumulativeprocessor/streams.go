@@ -66,9 +66,22 @@ type stream struct {
 	dead    bool // removed from the table (stale); cached pointers must re-resolve
 	dirty   bool // touched since the last interval emission
 	isInt   bool
-	start   pcommon.Timestamp // emitted start time, fixed for the stream's life
-	last    pcommon.Timestamp // timestamp of the last accepted point
-	seen    int64             // wall clock (unix nanos) of the last accepted point, for the sweep
+	// fresh: the last accepted window (re)started the stream, so there is
+	// no value before it (see prev).
+	fresh bool
+	start pcommon.Timestamp // emitted start time, fixed for the stream's life
+	last  pcommon.Timestamp // timestamp of the last accepted point: the end of the last window
+	// winStart is the start of the last accepted window. A point with this
+	// start (non-zero) ending at or after last is that window resent, or
+	// resent with more counts merged in: it replaces the window's
+	// contribution (stream.window, accumulate).
+	winStart pcommon.Timestamp
+	seen     int64 // wall clock (unix nanos) of the last accepted point, for the sweep
+
+	// prev is a sum's value before the last window (the int64 or the
+	// float64 bits, as isInt says), unless fresh. Histograms keep theirs in
+	// their state.
+	prev uint64
 
 	i    int64
 	f    float64

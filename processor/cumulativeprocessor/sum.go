@@ -1,9 +1,13 @@
 package cumulativeprocessor
 
-import "go.opentelemetry.io/collector/pdata/pmetric"
+import (
+	"math"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
 
 // sumKind folds delta sums (monotonic or not) into running totals.
-var sumKind = kind[pmetric.NumberDataPoint]{fold: foldSum, write: writeSum}
+var sumKind = kind[pmetric.NumberDataPoint]{fold: foldSum, write: writeSum, save: saveSum, restore: restoreSum}
 
 func foldSum(_ *cumulativeProcessor, s *stream, dp pmetric.NumberDataPoint) reason {
 	isInt := dp.ValueType() == pmetric.NumberDataPointValueTypeInt
@@ -31,5 +35,24 @@ func writeSum(s *stream, dp pmetric.NumberDataPoint) {
 		dp.SetIntValue(s.i)
 	} else {
 		dp.SetDoubleValue(s.f)
+	}
+}
+
+// saveSum keeps the total before a window in s.prev: one word per stream.
+// The value type cannot change within the window without a restart (which
+// makes the stream fresh), so restoreSum reads it back as the same type.
+func saveSum(s *stream) {
+	if s.isInt {
+		s.prev = uint64(s.i)
+	} else {
+		s.prev = math.Float64bits(s.f)
+	}
+}
+
+func restoreSum(s *stream) {
+	if s.isInt {
+		s.i = int64(s.prev)
+	} else {
+		s.f = math.Float64frombits(s.prev)
 	}
 }

@@ -20,6 +20,7 @@ type reason uint8
 const (
 	accepted      reason = iota // contiguous with what is accumulated, or a stream's first point
 	gap                         // start after the last timestamp: accepted, counted
+	replaced                    // the last window resent (or resent with more counts): its contribution replaced
 	typeChanged                 // int ↔ double: the stream restarted from this point
 	boundsChanged               // other explicit bounds: the stream restarted from this point
 	outOfOrder                  // timestamp not after the last accepted one: dropped
@@ -36,6 +37,7 @@ func (r reason) dropped() bool { return r == outOfOrder || r == olderStart || r 
 var pointAttrs = [numReasons]metric.MeasurementOption{
 	accepted:      outcome("accumulated", ""),
 	gap:           outcome("accumulated", "gap"),
+	replaced:      outcome("accumulated", "replaced"),
 	typeChanged:   outcome("accumulated", "type_changed"),
 	boundsChanged: outcome("accumulated", "bounds_changed"),
 	outOfOrder:    outcome("dropped", "out_of_order"),
@@ -91,13 +93,22 @@ var overflowSet, overflowHash = func() (identity.Set, uint64) {
 }()
 
 // window applies the data model's rules to a point's window against what s
-// has accumulated (s.started): a timestamp not after the last one is out of
-// order (duplicates included); a start before the last timestamp overlaps;
-// a start after it is a gap, accepted. A zero start is taken as contiguous.
+// has accumulated (s.started):
+//   - the start of the last accepted window (non-zero) and an end not before
+//     it: that window resent, alone or merged with newer counts (a sender
+//     retrying after a downstream error keeps its window's start), so it
+//     replaces the last window (replaced);
+//   - otherwise a timestamp not after the last one is out of order;
+//   - a start before the last timestamp overlaps what is accumulated;
+//   - a start after it is a gap, accepted.
+//
+// A zero start is taken as contiguous (and never matches a resend).
 func (s *stream) window(start, ts pcommon.Timestamp) reason {
 	switch {
 	case !s.started:
 		return accepted
+	case start != 0 && start == s.winStart && ts >= s.last:
+		return replaced
 	case ts <= s.last:
 		return outOfOrder
 	case start != 0 && start < s.last:

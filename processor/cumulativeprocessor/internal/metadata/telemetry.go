@@ -32,6 +32,10 @@ type TelemetryBuilder struct {
 	ProcessorCumulativeCacheLookups metric.Int64Counter
 	// ProcessorCumulativeCacheEvictions counts identity-cache evictions.
 	ProcessorCumulativeCacheEvictions metric.Int64Counter
+	// ProcessorCumulativeCheckpoints counts checkpoints of the streams
+	// through the storage extension by outcome (saved, restored, discarded,
+	// failed).
+	ProcessorCumulativeCheckpoints metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument of the processor.
@@ -41,7 +45,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ProcessorCumulativePoints, err = meter.Int64Counter(
 		"otelcol_processor_cumulative_points",
-		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped, overflowed) and reason (gap, type_changed, bounds_changed, out_of_order, older_start, invalid). [Development]"),
+		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped, overflowed) and reason (gap, replaced, type_changed, bounds_changed, out_of_order, older_start, invalid). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
@@ -67,6 +71,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"otelcol_processor_cumulative_cache_evictions",
 		metric.WithDescription("Series-identity cache entries evicted to make room; each costs one slow-path lookup later, never state. [Development]"),
 		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ProcessorCumulativeCheckpoints, err = meter.Int64Counter(
+		"otelcol_processor_cumulative_checkpoints",
+		metric.WithDescription("Checkpoints of the streams through the storage extension, by outcome (saved, save_failed; restored, discarded_corrupt, discarded_version, discarded_config, restore_failed). [Development]"),
+		metric.WithUnit("{checkpoint}"),
 	)
 	errs = errors.Join(errs, err)
 	return &tb, errs
