@@ -283,9 +283,9 @@ func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 
 // strings lists the tuple's string fields, the ones cloneKey copies and
 // encodeKey writes: one list, so a new field cannot be missed by either.
-func (k *tupleKey) strings() [13]*string {
+func (k *tupleKey) strings() [14]*string {
 	return [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
-		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model}
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model, &k.clientModel}
 }
 
 func cloneKey(k tupleKey) tupleKey {
@@ -304,9 +304,12 @@ func encodeKey(dst []byte, k *tupleKey) []byte {
 	}
 	dst = binary.AppendVarint(dst, k.status)
 	dst = binary.AppendVarint(dst, k.targetPort)
-	flags := byte(k.source) << 1
+	flags := byte(k.source) << 2
 	if k.overflow {
 		flags |= 1
+	}
+	if k.stream {
+		flags |= 2
 	}
 	return append(dst, flags)
 }

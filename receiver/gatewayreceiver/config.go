@@ -56,6 +56,10 @@ type Config struct {
 	// Dimensions are the optional gateway.* attributes of the otel profile
 	// (service, upstream, target, consumer, response_source).
 	Dimensions []string `mapstructure:"dimensions"`
+	// PreferName makes the apisix profile label route and service by name,
+	// as APISIX's prometheus plugin does with prefer_name: true (falling
+	// back to the id where the input has no name).
+	PreferName bool `mapstructure:"prefer_name"`
 	// MaxSeries bounds the label tuples held, receiver-wide and across
 	// flush windows, resources and profiles: a tuple is held from its first
 	// event until tuple_expiry passes without one. Events of a new tuple
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	if !slices.Contains(profileNames(), c.Profile) {
 		errs = errors.Join(errs, fmt.Errorf("profile must be %s, got %q", quotedOr(profileNames()), c.Profile))
 	}
+	if c.PreferName && c.Profile != profileAPISIX {
+		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))
+	}
 	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
 		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
 	}
@@ -213,7 +220,7 @@ func dimensionOf(name string) (func(*dimensions), bool) {
 }
 
 func (c *Config) dimensions() dimensions {
-	var d dimensions
+	d := dimensions{preferName: c.PreferName}
 	for _, name := range c.Dimensions {
 		if set, ok := dimensionOf(name); ok {
 			set(&d)

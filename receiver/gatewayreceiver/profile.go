@@ -23,6 +23,8 @@ type tupleKey struct {
 	host, uri           string // APISIX matched_host, matched_uri
 	source              gateway.Source
 	provider, model     string // GenAI
+	clientModel         string // APISIX request_llm_model
+	stream              bool   // APISIX request_type ai_stream
 	overflow            bool   // the otel.metric.overflow tuple
 }
 
@@ -47,6 +49,12 @@ const (
 	measureKongOutputTokens
 	measureKongTotalTokens
 	measureKongCost
+	// APISIX's LLM families (docs/gateways.md §2c): total latency is the
+	// upstream response time of a successful (< 400) LLM request; tokens
+	// only when > 0.
+	measureAPISIXLLMLatency
+	measureAPISIXPromptTokens
+	measureAPISIXCompletionTokens
 )
 
 // valueOf returns the event's value for m; false when the event does not
@@ -86,6 +94,12 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 		return float64(e.GenAI.TotalTokens), e.GenAI.IsLLM() && e.GenAI.TotalTokens > 0
 	case measureKongCost:
 		return e.GenAI.Cost, e.GenAI.IsLLM() && e.GenAI.Cost > 0
+	case measureAPISIXLLMLatency:
+		return e.UpstreamMS, e.GenAI.IsLLM() && e.UpstreamMS >= 0 && e.StatusCode > 0 && e.StatusCode < 400
+	case measureAPISIXPromptTokens:
+		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens > 0
+	case measureAPISIXCompletionTokens:
+		return float64(e.GenAI.OutputTokens), e.GenAI.IsLLM() && e.GenAI.OutputTokens > 0
 	}
 	return 0, false
 }
@@ -159,6 +173,9 @@ const (
 // dimensions are the optional gateway.* attributes of the otel profile.
 type dimensions struct {
 	service, upstream, target, consumer, source bool
+	// preferName: the apisix profile's route and service labels are names
+	// (APISIX's prefer_name).
+	preferName bool
 }
 
 // helpers

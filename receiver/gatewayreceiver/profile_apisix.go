@@ -13,21 +13,46 @@ import (
 
 var apisixBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000}
 
-func apisixKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
-	// route and service: ids (the plugin's default, prefer_name false);
-	// node: the balancer ip, without the port.
-	return tupleKey{status: e.StatusCode, route: e.RouteID, uri: e.Route, host: e.Host, service: e.ServiceID,
+// DEFAULT_TOKEN_BUCKETS of the token distributions (3.18, §2c).
+var apisixTokenBounds = []float64{1, 10, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000}
+
+func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
+	// route and service: ids (the plugin's default), or with prefer_name
+	// the names, falling back to the ids as APISIX does; node: the
+	// balancer ip, without the port. llm_model is the model asked of the
+	// provider, request_llm_model the client's (§2c).
+	route, service := e.RouteID, e.ServiceID
+	if d.preferName {
+		route, service = firstOf(e.RouteName, e.RouteID), firstOf(e.ServiceName, e.ServiceID)
+	}
+	client := e.GenAI.ClientModel
+	if client == "" {
+		client = llmModel(e)
+	}
+	return tupleKey{status: e.StatusCode, route: route, uri: e.Route, host: e.Host, service: service,
 		consumer: e.Consumer, target: hostOf(e.Target), source: e.Source,
-		provider: e.GenAI.Provider, model: llmModel(e)}, true
+		model: llmModel(e), clientModel: client, stream: e.GenAI.Stream}, true
 }
 
-func apisixStatus(k tupleKey) tupleKey {
-	k.provider = ""
-	return k
-}
+func apisixStatus(k tupleKey) tupleKey { return k }
 
 func apisixOthers(k tupleKey) tupleKey {
-	return tupleKey{route: k.route, service: k.service, consumer: k.consumer, target: k.target, model: k.model, overflow: k.overflow}
+	return tupleKey{route: k.route, service: k.service, consumer: k.consumer, target: k.target,
+		model: k.model, clientModel: k.clientModel, stream: k.stream, overflow: k.overflow}
+}
+
+// apisixLLM keeps the labels of the LLM families (no matched uri, host or
+// status).
+func apisixLLM(k tupleKey) tupleKey { return apisixOthers(k) }
+
+// apisixLLMFamilyLabels: route_id, service_id, consumer, node, then the LLM
+// labels (the 3.18 llm families; apisix_llm_latency's type comes first).
+func apisixLLMFamilyLabels(k *tupleKey, m pcommon.Map) {
+	m.PutStr("route_id", k.route)
+	m.PutStr("service_id", k.service)
+	m.PutStr("consumer", k.consumer)
+	m.PutStr("node", k.target)
+	apisixLLMLabels(k, m)
 }
 
 func apisixStatusLabels(k *tupleKey, m pcommon.Map) {
@@ -51,12 +76,15 @@ func apisixOtherLabels(k *tupleKey, m pcommon.Map) {
 }
 
 func apisixLLMLabels(k *tupleKey, m pcommon.Map) {
-	if k.model != "" {
-		m.PutStr("request_type", "ai_chat")
-	} else {
+	switch {
+	case k.model == "" && k.clientModel == "":
 		m.PutStr("request_type", "traditional_http")
+	case k.stream:
+		m.PutStr("request_type", "ai_stream")
+	default:
+		m.PutStr("request_type", "ai_chat")
 	}
-	m.PutStr("request_llm_model", k.model)
+	m.PutStr("request_llm_model", k.clientModel)
 	m.PutStr("llm_model", k.model)
 }
 
@@ -80,6 +108,17 @@ var apisixProfile = profile{
 			measure: measureRequestBytes, project: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "ingress"},
 		{name: "apisix_bandwidth", desc: "Total bandwidth in bytes consumed per service in APISIX",
 			measure: measureResponseBytes, project: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "egress"},
+		{name: "apisix_llm_latency", desc: "LLM request latency in milliseconds",
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureAPISIXLLMLatency, project: apisixLLM, labels: apisixLLMFamilyLabels,
+			constKey: "type", constVal: "total", constAt: 0},
+		{name: "apisix_llm_prompt_tokens", desc: "LLM service consumed prompt tokens",
+			measure: measureAPISIXPromptTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+		{name: "apisix_llm_completion_tokens", desc: "LLM service consumed completion tokens",
+			measure: measureAPISIXCompletionTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+		{name: "apisix_llm_prompt_tokens_dist", desc: "LLM prompt tokens distribution per request",
+			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXPromptTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+		{name: "apisix_llm_completion_tokens_dist", desc: "LLM completion tokens distribution per request",
+			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXCompletionTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
 	},
 }
 

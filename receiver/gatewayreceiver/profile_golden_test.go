@@ -286,3 +286,51 @@ func TestKongProfileAIFromHTTPLog(t *testing.T) {
 		t.Errorf("%d kong_ai_llm_tokens_total series, want 3 (prompt, completion, total):\n%s", n, got)
 	}
 }
+
+// TestAPISIXProfileLLMFromHTTPLogger: an ai-proxy request logged by
+// http-logger with llm_summary feeds the apisix profile's LLM families as
+// APISIX's prometheus plugin (3.18) writes them (docs/gateways.md §2c):
+// latency type="total" from the upstream response time of a successful
+// request, prompt and completion token counters and distributions; the
+// request's own families carry request_type ai_chat and the models.
+func TestAPISIXProfileLLMFromHTTPLogger(t *testing.T) {
+	p := newPipeline(t, profileAPISIX)
+	ai, err := os.ReadFile("internal/gateway/testdata/apisix-http-logger-ai-proxy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.post(t, apisixLogURLPath, string(ai))
+	p.post(t, apisixLogURLPath, string(ai))
+	got := p.scrape(t)
+	const llm = `route_id="ai-proxy-openai-route",service_id="",consumer="",node="api.openai.com",request_type="ai_chat",request_llm_model="gpt-4",llm_model="gpt-4"`
+	checkSpecLines(t, got, []string{
+		`apisix_llm_latency_bucket{type="total",` + llm + `,le="5000"} N`,
+		`apisix_llm_latency_sum{type="total",` + llm + `} N`,
+		`apisix_llm_prompt_tokens{` + llm + `} N`,
+		`apisix_llm_completion_tokens{` + llm + `} N`,
+		`apisix_llm_prompt_tokens_dist_bucket{` + llm + `,le="50"} N`,
+		`apisix_llm_completion_tokens_dist_bucket{` + llm + `,le="10"} N`,
+		`apisix_http_status{code="200",route="ai-proxy-openai-route",matched_uri="",matched_host="",service="",consumer="",node="api.openai.com",request_type="ai_chat",request_llm_model="gpt-4",llm_model="gpt-4",response_source="upstream"} N`,
+	}, []string{"2", "5716", "46", "16", "2", "2", "2"})
+}
+
+// With prefer_name the apisix profile labels route and service by name,
+// falling back to the id, as APISIX's prefer_name does.
+func TestAPISIXPreferName(t *testing.T) {
+	e := otelEvent("APISIX", "/pets")
+	e.RouteID, e.RouteName, e.ServiceID = "r1", "pets-route", "s1"
+	for _, c := range []struct {
+		prefer         bool
+		route, service string
+	}{{false, "r1", "s1"}, {true, "pets-route", "s1"}} {
+		k, _ := apisixKey(&e, dimensions{preferName: c.prefer})
+		if k.route != c.route || k.service != c.service {
+			t.Errorf("prefer_name %v: route %q service %q, want %q %q", c.prefer, k.route, k.service, c.route, c.service)
+		}
+	}
+	cfg := createDefaultConfig()
+	cfg.PreferName = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `prefer_name applies to the "apisix" profile only`) {
+		t.Errorf("prefer_name on the otel profile: %v", err)
+	}
+}

@@ -29,6 +29,19 @@ type apisixLLMSummary struct {
 	Model            looseString `json:"model"`
 	PromptTokens     Number      `json:"prompt_tokens"`
 	CompletionTokens Number      `json:"completion_tokens"`
+	// Stream is true for a streamed request (request_type ai_stream); a
+	// non-boolean reads as false.
+	Stream looseBool `json:"stream"`
+}
+
+// looseBool is a JSON true; anything else (false, "true" as a string from
+// ctx.var, null) reads as its plain meaning or false, never an error.
+type looseBool bool
+
+func (b *looseBool) UnmarshalJSON(v []byte) error {
+	s := string(v)
+	*b = looseBool(s == "true" || s == `"true"`)
+	return nil
 }
 
 func (s *apisixLLMSummary) reset() {
@@ -43,6 +56,8 @@ func (s *apisixLLMSummary) genAI(g *GenAI, p *plausible) {
 	if g.RequestModel == "" {
 		g.RequestModel = string(s.RequestModel)
 	}
+	g.ClientModel = string(s.RequestModel)
+	g.Stream = bool(s.Stream)
 	g.InputTokens = p.count("llm_summary.prompt_tokens", s.PromptTokens, maxTokens)
 	g.OutputTokens = p.count("llm_summary.completion_tokens", s.CompletionTokens, maxTokens)
 }

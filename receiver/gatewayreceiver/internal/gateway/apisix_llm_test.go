@@ -57,11 +57,15 @@ func TestAPISIXLLMSummaryShapes(t *testing.T) {
 		// llm_model.
 		name:    "override",
 		summary: `{"request_model": "gpt-4o-mini", "model": "gpt-4", "prompt_tokens": 23, "completion_tokens": 8}`,
-		want:    GenAI{RequestModel: "gpt-4", InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4o-mini", InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
 	}, {
 		name:    "client model only",
 		summary: `{"request_model": "deepseek-chat", "prompt_tokens": "15", "completion_tokens": "4"}`,
-		want:    GenAI{RequestModel: "deepseek-chat", InputTokens: 15, OutputTokens: 4, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "deepseek-chat", ClientModel: "deepseek-chat", InputTokens: 15, OutputTokens: 4, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+	}, {
+		name:    "streamed",
+		summary: `{"request_model": "gpt-4", "model": "gpt-4", "stream": true, "prompt_tokens": 5}`,
+		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4", Stream: true, InputTokens: 5, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
 	}, {
 		// The docs' nested client model ({"name": "openai"}) copied
 		// verbatim: no model, the entry still counts.

@@ -91,6 +91,12 @@ type Event struct {
 type GenAI struct {
 	// Provider is gen_ai.provider.name, or the older gen_ai.system.
 	Provider, RequestModel, ResponseModel string
+	// ClientModel is the model the client asked for, when the gateway logs
+	// it apart from the model it asked the provider for (APISIX's
+	// request_llm_model vs llm_model); "" otherwise.
+	ClientModel string
+	// Stream: the client asked for a streamed answer (APISIX ai_stream).
+	Stream bool
 	// InputTokens, OutputTokens and TotalTokens are Unknown when absent.
 	InputTokens, OutputTokens, TotalTokens int64
 	// Cost is the request's cost as the gateway computed it (Kong's ai
