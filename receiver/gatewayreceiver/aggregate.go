@@ -80,17 +80,20 @@ func newSeries(f *family, key tupleKey) *series {
 	return s
 }
 
-func (s *series) add(f *family, v float64) {
+// add records value v of an event that stands for w requests (a sampled
+// span's adjusted count; 1 otherwise): sums add v·w, histograms observe v
+// w times.
+func (s *series) add(f *family, v float64, w uint64) {
 	if !f.hist {
-		s.total += v
+		s.total += v * float64(w)
 		return
 	}
 	v *= f.scale
-	s.count++
-	s.sum += v
+	s.count += w
+	s.sum += v * float64(w)
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
-	s.buckets[i]++
+	s.buckets[i] += w
 }
 
 // maxInlineFamilies is the most families a profile has (kong: 12).
@@ -196,7 +199,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		if !ok {
 			continue
 		}
-		s.add(f, v)
+		s.add(f, v, max(e.Weight, 1))
 		if !s.touched {
 			s.touched = true
 			a.fams[i].touched = append(a.fams[i].touched, s)

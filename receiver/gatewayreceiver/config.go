@@ -56,6 +56,11 @@ type Config struct {
 	// Dimensions are the optional gateway.* attributes of the otel profile
 	// (service, upstream, target, consumer, response_source).
 	Dimensions []string `mapstructure:"dimensions"`
+	// SamplingRates are the trace sampling probabilities of gateways that
+	// sample without saying so (no ot=th threshold in their tracestate),
+	// by gateway name: a span of such a gateway counts 1/rate requests, an
+	// estimate (Kong's tracing_sampling_rate defaults to 0.01).
+	SamplingRates map[string]float64 `mapstructure:"sampling_rates"`
 	// PreferName makes the apisix profile label route and service by name,
 	// as APISIX's prometheus plugin does with prefer_name: true (falling
 	// back to the id where the input has no name).
@@ -149,6 +154,14 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains(profileNames(), c.Profile) {
 		errs = errors.Join(errs, fmt.Errorf("profile must be %s, got %q", quotedOr(profileNames()), c.Profile))
+	}
+	for name, rate := range c.SamplingRates {
+		if _, ok := gateway.Lookup(name); !ok {
+			errs = errors.Join(errs, fmt.Errorf("sampling_rates: unknown gateway %q, want one of %s", name, gateway.OneOf(gateway.DetectNames()[1:])))
+		}
+		if !(rate > 0 && rate <= 1) {
+			errs = errors.Join(errs, fmt.Errorf("sampling_rates.%s must be in (0, 1], got %v", name, rate))
+		}
 	}
 	if c.PreferName && c.Profile != profileAPISIX {
 		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))
@@ -254,6 +267,20 @@ func (c *Config) limits() limits {
 		l.expiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
 	}
 	return l
+}
+
+// samplingRates indexes sampling_rates by gateway kind.
+func (c *Config) samplingRates() []float64 {
+	var rates []float64
+	for name, rate := range c.SamplingRates {
+		if g, ok := gateway.Lookup(name); ok {
+			for len(rates) <= int(g.Kind()) {
+				rates = append(rates, 0)
+			}
+			rates[g.Kind()] = rate
+		}
+	}
+	return rates
 }
 
 func (c *Config) detect() gateway.Kind {

@@ -41,6 +41,8 @@ type gatewayReceiver struct {
 	nextTraces consumer.Traces  // nil when not in a traces pipeline
 	telemetry  *metadata.TelemetryBuilder
 	agg        *aggregator
+	// rates are sampling_rates by gateway kind.
+	rates []float64
 	// admit bounds the request bytes held at once across every ingest
 	// path (internal/admission).
 	admit *admission.Limiter
@@ -82,6 +84,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		next:      next,
 		telemetry: tb,
 		agg:       agg,
+		rates:     cfg.samplingRates(),
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
 		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect()) }},
 	}, nil
@@ -253,6 +256,16 @@ func (r *gatewayReceiver) record(ctx context.Context, s *exportScratch, examined
 // addEvents aggregates events under one lock and counts what the profile
 // did not count or folded into the overflow tuple.
 func (r *gatewayReceiver) addEvents(ctx context.Context, events []gateway.Event) {
+	var sampling [4]int64 // by gateway.Sampling
+	for i := range events {
+		events[i].Weighted(r.rates)
+		sampling[events[i].Sampling]++
+	}
+	for s, set := range samplingSets {
+		if n := sampling[s]; n > 0 && set.Len() > 0 {
+			r.telemetry.ReceiverGatewaySpanSampling.Add(ctx, n, metric.WithAttributeSet(set))
+		}
+	}
 	var notCounted int64
 	r.agg.mu.Lock()
 	before := r.agg.overflowed
@@ -270,6 +283,14 @@ func (r *gatewayReceiver) addEvents(ctx context.Context, events []gateway.Event)
 	if overflowed > 0 {
 		r.telemetry.ReceiverGatewayEvents.Add(ctx, overflowed, metric.WithAttributeSet(eventsOverflow))
 	}
+}
+
+// samplingSets are the sampling attribute sets by gateway.Sampling (none:
+// log entries, not recorded).
+var samplingSets = [...]attribute.Set{
+	gateway.SamplingUnknown:    attribute.NewSet(attribute.String("sampling", "unknown")),
+	gateway.SamplingThreshold:  attribute.NewSet(attribute.String("sampling", "threshold")),
+	gateway.SamplingConfigured: attribute.NewSet(attribute.String("sampling", "configured")),
 }
 
 var (

@@ -85,6 +85,10 @@ type Event struct {
 	// client; Unknown when absent.
 	RequestSize, ResponseSize int64
 	GenAI                     GenAI
+	// Weight is how many requests the event stands for (a sampled span's
+	// adjusted count; 1 otherwise) and Sampling how that is known.
+	Weight   uint64
+	Sampling Sampling
 }
 
 // GenAI is what an AI-gateway request adds (OpenTelemetry GenAI attributes).
@@ -115,7 +119,7 @@ func (g *GenAI) IsLLM() bool {
 
 // Reset clears e for reuse, with every measurement Unknown.
 func (e *Event) Reset() {
-	*e = Event{TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
+	*e = Event{Weight: 1, TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
 		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown}}
 }
 

@@ -185,7 +185,7 @@ func TestSpanFixtures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := countAll(t, c.td)
-			want := base()
+			want := spanBase()
 			c.want(&want)
 			if len(got) != 1 || got[0] != want {
 				t.Fatalf("got  %+v\nwant %+v", got, want)

@@ -228,6 +228,10 @@ func (c *SpanCounter) decodeSpan(b []byte) error {
 			if v, pos, err = consumeField(b, p, wt, "span_id"); err == nil {
 				err = readSpanID(&s.id, v, "span_id")
 			}
+		case 3:
+			if v, pos, err = consumeField(b, p, wt, "trace_state"); err == nil {
+				s.traceState = borrow(v)
+			}
 		case 4:
 			if v, pos, err = consumeField(b, p, wt, "parent_span_id"); err == nil {
 				err = readSpanID(&s.parent, v, "parent_span_id")
@@ -272,8 +276,6 @@ func (c *SpanCounter) skipSpanField(b []byte, num int32, wt wireType, p int) (in
 	var v []byte
 	var err error
 	switch num {
-	case 3:
-		_, p, err = consumeField(b, p, wt, "trace_state")
 	case 10, 12, 14:
 		_, p, err = consumeNumber(b, p, wt, wireVarint, "dropped_count")
 	case 11:

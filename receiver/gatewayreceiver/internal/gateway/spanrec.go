@@ -227,6 +227,7 @@ type spanRec struct {
 	// kind and status are the OTLP enum values (SPAN_KIND_*, STATUS_CODE_*).
 	kind, status   int32
 	name           string
+	traceState     string // W3C tracestate (the sampling threshold)
 	start, end     uint64
 	scope          Kind // what the span's instrumentation scope says; KindAuto when nothing
 	attrLo, attrHi int32

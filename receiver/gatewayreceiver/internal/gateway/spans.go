@@ -206,6 +206,10 @@ func (c *SpanCounter) completeFromChildren(first int) {
 func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	e.Kind = kind
 	e.TotalMS = span.durationMS()
+	e.Sampling = SamplingUnknown
+	if w, ok := thresholdWeight(span.traceState); ok {
+		e.Weight, e.Sampling = w, SamplingThreshold
+	}
 	if v, ok := a.get(akRoute); ok && v.typ == vStr {
 		e.Route = v.str
 	}

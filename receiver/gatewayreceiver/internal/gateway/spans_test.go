@@ -94,6 +94,14 @@ func countAll(t *testing.T, td ptrace.Traces) []Event {
 	return got
 }
 
+// spanBase is base() for an event read from a span: its sampling is
+// unknown unless the span carries a threshold.
+func spanBase() Event {
+	e := base()
+	e.Sampling = SamplingUnknown
+	return e
+}
+
 // base is an Event with nothing known, as Reset leaves it.
 func base() Event {
 	var e Event
@@ -106,11 +114,11 @@ func TestCountKongAndEnvoy(t *testing.T) {
 	kongTrace(td, pcommon.SpanID{})
 	envoyTrace(td, "503")
 	got := countAll(t, td)
-	kong := base()
+	kong := spanBase()
 	kong.Kind, kong.Gateway, kong.Instance = KindKong, "kong", "9343ac04-81d6-4ac8-bb5a-c7322c823368"
 	kong.Route, kong.Method, kong.StatusCode = "/anything", "POST", 200
 	kong.TargetPort, kong.Source = 80, SourceUpstream
-	envoy := base()
+	envoy := spanBase()
 	envoy.Kind, envoy.Namespace, envoy.Gateway = KindEnvoy, "edge", "front-envoy"
 	envoy.Method, envoy.StatusCode, envoy.Upstream, envoy.Source = "GET", 503, "fake_cluster", SourceGateway
 	want := []Event{kong, envoy}
@@ -161,7 +169,7 @@ func TestStableNamesWinOverOldOnes(t *testing.T) {
 	attrs.PutInt("http.request.body.size", 10)
 	attrs.PutStr("http.response_content_length", "20")
 	got := countAll(t, td)
-	want := base()
+	want := spanBase()
 	want.Kind, want.Route, want.Method, want.StatusCode = KindSemconv, "/items/{id}", "PUT", 204
 	want.RequestSize, want.ResponseSize = 10, 20
 	if len(got) != 1 || got[0] != want {

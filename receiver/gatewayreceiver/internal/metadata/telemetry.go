@@ -25,6 +25,10 @@ type TelemetryBuilder struct {
 	// ReceiverGatewaySpans counts spans examined, by outcome (counted as a
 	// request, or ignored because they are not gateway root spans).
 	ReceiverGatewaySpans metric.Int64Counter
+	// ReceiverGatewaySpanSampling counts the gateway root spans counted as
+	// requests by how their sampling is known (threshold, configured,
+	// unknown).
+	ReceiverGatewaySpanSampling metric.Int64Counter
 	// ReceiverGatewayEvents counts normalized events (root spans and log
 	// entries) by outcome (counted; not_counted: the profile does not count
 	// it, e.g. no route under kong; overflow: folded into the
@@ -65,6 +69,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.ReceiverGatewaySpans, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_spans",
 		metric.WithDescription("Spans examined, by outcome (counted: a gateway root span counted as one request; ignored: any other span). [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewaySpanSampling, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_span_sampling",
+		metric.WithDescription("Gateway root spans counted as requests, by how their sampling is known (threshold: the trace's OpenTelemetry ot=th threshold, counted with its adjusted count; configured: the receiver's sampling_rates, an estimate; unknown: counted as one request each). [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
