@@ -140,6 +140,9 @@ type aggregator struct {
 	lim  limits
 	// identity labels every point with the collector that aggregated it.
 	identity health.Identity
+	// nodeLabel names the reporting gateway node's label (node_label);
+	// "" for none.
+	nodeLabel string
 	bundles  map[string]*bundle // by encodeKey of the tuple
 	// held are the tuples admitted under max_series and gateways the
 	// gateways admitted under max_gateways, each with the last window it
@@ -286,9 +289,9 @@ func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 
 // strings lists the tuple's string fields, the ones cloneKey copies and
 // encodeKey writes: one list, so a new field cannot be missed by either.
-func (k *tupleKey) strings() [14]*string {
+func (k *tupleKey) strings() [15]*string {
 	return [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
-		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model, &k.clientModel}
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model, &k.clientModel, &k.node}
 }
 
 func cloneKey(k tupleKey) tupleKey {
@@ -491,6 +494,9 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			}
 		} else {
 			writeLabels(f, &p.key, attrs)
+		}
+		if a.nodeLabel != "" && !p.key.overflow {
+			attrs.PutStr(a.nodeLabel, p.key.node)
 		}
 		if a.identity.Key != "" {
 			attrs.PutStr(a.identity.Key, a.identity.Value)

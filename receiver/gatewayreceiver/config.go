@@ -61,6 +61,11 @@ type Config struct {
 	// by gateway name: a span of such a gateway counts 1/rate requests, an
 	// estimate (Kong's tracing_sampling_rate defaults to 0.01).
 	SamplingRates map[string]float64 `mapstructure:"sampling_rates"`
+	// NodeLabel keeps, on the kong and apisix profiles' series, the gateway
+	// node that reported the request under this label (e.g. "instance", the
+	// label Kong's and APISIX's dashboards filter on); "" (default) keeps
+	// series per route across nodes. It multiplies series by the nodes.
+	NodeLabel string `mapstructure:"node_label"`
 	// PreferName makes the apisix profile label route and service by name,
 	// as APISIX's prometheus plugin does with prefer_name: true (falling
 	// back to the id where the input has no name).
@@ -163,6 +168,14 @@ func (c *Config) Validate() error {
 			errs = errors.Join(errs, fmt.Errorf("sampling_rates.%s must be in (0, 1], got %v", name, rate))
 		}
 	}
+	if c.NodeLabel != "" {
+		if c.Profile == profileOTel {
+			errs = errors.Join(errs, fmt.Errorf("node_label applies to the %q and %q profiles; the otel profile's resource is the gateway", profileKong, profileAPISIX))
+		}
+		if !model.LegacyValidation.IsValidLabelName(c.NodeLabel) || strings.HasPrefix(c.NodeLabel, "__") || c.NodeLabel == c.CollectorLabel {
+			errs = errors.Join(errs, fmt.Errorf("node_label must be a Prometheus label name, not reserved and not collector_label, got %q", c.NodeLabel))
+		}
+	}
 	if c.PreferName && c.Profile != profileAPISIX {
 		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))
 	}
@@ -233,7 +246,7 @@ func dimensionOf(name string) (func(*dimensions), bool) {
 }
 
 func (c *Config) dimensions() dimensions {
-	d := dimensions{preferName: c.PreferName}
+	d := dimensions{preferName: c.PreferName, node: c.NodeLabel != ""}
 	for _, name := range c.Dimensions {
 		if set, ok := dimensionOf(name); ok {
 			set(&d)

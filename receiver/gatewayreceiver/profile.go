@@ -24,6 +24,7 @@ type tupleKey struct {
 	source              gateway.Source
 	provider, model     string // GenAI
 	clientModel         string // APISIX request_llm_model
+	node                string // the reporting gateway node (node_label)
 	stream              bool   // APISIX request_type ai_stream
 	overflow            bool   // the otel.metric.overflow tuple
 }
@@ -176,9 +177,21 @@ type dimensions struct {
 	// preferName: the apisix profile's route and service labels are names
 	// (APISIX's prefer_name).
 	preferName bool
+	// node: the kong and apisix profiles keep the reporting node (node_label).
+	node bool
 }
 
 // helpers
+
+// nodeOf is the reporting node kept with node_label: the span resource's
+// service.instance.id (else APISIX's hostname), APISIX's logged
+// server.hostname; "" where the input names no node (Kong's http-log).
+func nodeOf(e *gateway.Event, d dimensions) string {
+	if !d.node {
+		return ""
+	}
+	return e.Instance
+}
 
 func firstOf(s ...string) string {
 	for _, v := range s {

@@ -31,14 +31,14 @@ func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	}
 	return tupleKey{status: e.StatusCode, route: route, uri: e.Route, host: e.Host, service: service,
 		consumer: e.Consumer, target: hostOf(e.Target), source: e.Source,
-		model: llmModel(e), clientModel: client, stream: e.GenAI.Stream}, true
+		model: llmModel(e), clientModel: client, stream: e.GenAI.Stream, node: nodeOf(e, d)}, true
 }
 
 func apisixStatus(k tupleKey) tupleKey { return k }
 
 func apisixOthers(k tupleKey) tupleKey {
 	return tupleKey{route: k.route, service: k.service, consumer: k.consumer, target: k.target,
-		model: k.model, clientModel: k.clientModel, stream: k.stream, overflow: k.overflow}
+		model: k.model, clientModel: k.clientModel, stream: k.stream, node: k.node, overflow: k.overflow}
 }
 
 // apisixLLM keeps the labels of the LLM families (no matched uri, host or

@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -332,5 +333,38 @@ func TestAPISIXPreferName(t *testing.T) {
 	cfg.PreferName = true
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `prefer_name applies to the "apisix" profile only`) {
 		t.Errorf("prefer_name on the otel profile: %v", err)
+	}
+}
+
+// With node_label the kong profile keeps the reporting node (the spans'
+// service.instance.id) under the label the dashboards filter on, after
+// Kong's own labels: one node selected shows that node's requests.
+func TestNodeLabelKeepsTheReportingNode(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.Profile, c.NodeLabel = profileKong, "instance" })
+	ctx := context.Background()
+	for _, node := range []string{"kong-a", "kong-b", "kong-b"} {
+		td := kongExport("GET", "/r", 200)
+		td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.instance.id", node)
+		_ = h.r.ingest(ctx, td)
+	}
+	if err := h.r.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, md := range sink.AllMetrics() {
+		forEachAttrs(md.ResourceMetrics().At(0), func(name string, a map[string]any) {
+			if name == "kong_http_requests_total" {
+				got[a["instance"].(string)]++
+			}
+		})
+	}
+	if len(got) != 2 || got["kong-a"] != 1 || got["kong-b"] != 1 {
+		t.Fatalf("series by instance %v, want one per node", got)
+	}
+	cfg := createDefaultConfig()
+	cfg.NodeLabel = "instance"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "node_label applies to") {
+		t.Errorf("node_label on the otel profile: %v", err)
 	}
 }

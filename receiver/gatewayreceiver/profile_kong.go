@@ -15,7 +15,7 @@ var (
 	kongUpstreamBounds = []float64{25, 50, 80, 100, 250, 400, 700, 1000, 2000, 5000, 10000, 30000, 60000}
 )
 
-func kongKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
+func kongKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	// ai_model is meta.request_model (§1c). route = route.name, falling
 	// back to route.id; spans carry only
 	// http.route (a path), which stands in for both.
@@ -28,23 +28,23 @@ func kongKey(e *gateway.Event, _ dimensions) (tupleKey, bool) {
 		ws = "default" // the only workspace of Kong OSS; spans do not say
 	}
 	return tupleKey{route: route, service: serviceOf(e), status: e.StatusCode, source: e.Source,
-		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel}, true
+		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel, node: nodeOf(e, d)}, true
 }
 
 func kongRequests(k tupleKey) tupleKey {
-	return tupleKey{service: k.service, route: k.route, status: k.status, source: k.source, workspace: k.workspace, consumer: k.consumer, overflow: k.overflow}
+	return tupleKey{service: k.service, route: k.route, status: k.status, source: k.source, workspace: k.workspace, consumer: k.consumer, node: k.node, overflow: k.overflow}
 }
 
 func kongLatency(k tupleKey) tupleKey {
-	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, overflow: k.overflow}
+	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, node: k.node, overflow: k.overflow}
 }
 
 func kongBandwidth(k tupleKey) tupleKey {
-	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, consumer: k.consumer, overflow: k.overflow}
+	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, consumer: k.consumer, node: k.node, overflow: k.overflow}
 }
 
 func kongAI(k tupleKey) tupleKey {
-	return tupleKey{provider: k.provider, model: k.model, workspace: k.workspace, overflow: k.overflow}
+	return tupleKey{provider: k.provider, model: k.model, workspace: k.workspace, node: k.node, overflow: k.overflow}
 }
 
 // The label writers put Kong's labels in Kong's order; a family's constant

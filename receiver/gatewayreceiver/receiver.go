@@ -78,6 +78,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	}
 	agg := newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.limits())
 	agg.identity = id
+	agg.nodeLabel = cfg.NodeLabel
 	return &gatewayReceiver{
 		cfg:       cfg,
 		settings:  set,
