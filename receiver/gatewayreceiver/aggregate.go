@@ -143,7 +143,7 @@ type aggregator struct {
 	// nodeLabel names the reporting gateway node's label (node_label);
 	// "" for none.
 	nodeLabel string
-	bundles  map[string]*bundle // by encodeKey of the tuple
+	bundles   map[string]*bundle // by encodeKey of the tuple
 	// held are the tuples admitted under max_series and gateways the
 	// gateways admitted under max_gateways, each with the last window it
 	// was used in. They outlive bundles (dropped after an idle window) so
