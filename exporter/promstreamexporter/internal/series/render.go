@@ -43,6 +43,9 @@ type Writer struct {
 	families  []*Family
 	pages     []*page
 	scratch   []byte
+	// created is the _created name the family being written writes its
+	// start times under; "" for none.
+	created string
 	// picked holds a page's series in a shard scrape's shard.
 	picked []*Series
 	warmed byte
@@ -79,6 +82,10 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		proto := q.Format.Spec().Body.Proto
 		if !proto {
 			wr.buf = f.appendHeader(wr.buf, q)
+		}
+		wr.created = ""
+		if q.Format.Spec().Body.Created && !f.noCreated.Load() {
+			wr.created = f.names[q.Escaping].created
 		}
 		for _, p := range wr.pages {
 			if err := ctx.Err(); err != nil {
@@ -202,7 +209,8 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		}
 		dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", plusInf)
 		dst = appendUint(dst, d.Count)
-		return appendSumCount(dst, names, labels, d)
+		dst = appendSumCount(dst, names, labels, d)
+		return wr.appendCreated(dst, names, labels, d.Created)
 	case exposition.TypeSummary:
 		d := s.dist()
 		if d == nil {
@@ -213,11 +221,28 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
 			dst = exposition.AppendSample(dst, v)
 		}
-		return appendSumCount(dst, names, labels, d)
+		dst = appendSumCount(dst, names, labels, d)
+		return wr.appendCreated(dst, names, labels, d.Created)
+	case exposition.TypeCounter:
+		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
+		dst = exposition.AppendSample(dst, math.Float64frombits(s.bits.Load()))
+		return wr.appendCreated(dst, names, labels, s.created.Load())
 	default:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		return exposition.AppendSample(dst, math.Float64frombits(s.bits.Load()))
 	}
+}
+
+// appendCreated writes the series' _created sample when the format has them
+// (OpenMetrics), the family may, and the start time is known: after the
+// counter's _total, or the histogram's or summary's _count, as OpenMetrics
+// orders a MetricPoint's samples.
+func (wr *Writer) appendCreated(dst []byte, names *familyNames, labels string, created int64) []byte {
+	if wr.created == "" || created <= 0 {
+		return dst
+	}
+	dst = appendPrefix(dst, wr.created, names.quoted, labels, "", nil)
+	return exposition.AppendCreated(dst, created)
 }
 
 var plusInf = []byte("+Inf")

@@ -141,6 +141,9 @@ type Dist struct {
 	Count  uint64
 	Sum    float64
 	HasSum bool
+	// Created is the start time of the series' current stream (unix
+	// nanoseconds; 0: unknown).
+	Created int64
 	// Bounds are a histogram's upper bounds (ascending, without +Inf) or a
 	// summary's quantiles (ascending). Callers replace the slice when the
 	// bounds change; never mutate it in place.
@@ -197,8 +200,12 @@ func (d *Dist) boundTexts() [][]byte {
 // What a scrape reads (labels, bits, extra) comes first, so it shares a
 // cache line or two with nothing else.
 type Series struct {
-	labels  string // label pairs escaped with underscores, no braces
-	bits    atomic.Uint64
+	labels string // label pairs escaped with underscores, no braces
+	bits   atomic.Uint64
+	// created is a counter's start time (unix nanoseconds; 0: unknown),
+	// written as OpenMetrics' _created and protobuf's created_timestamp.
+	// A histogram's or summary's is in its Dist.
+	created atomic.Int64
 	extra   *seriesExtra
 	page    *page
 	updated atomic.Int64
@@ -248,6 +255,16 @@ func (s *Series) SetValue(v float64, now int64) {
 	s.updated.Store(now)
 }
 
+// SetCounter stores the value of a counter series and its start time
+// (unix nanoseconds; 0: unknown). A scrape racing a restart may pair the
+// new value with the old start time or the reverse, for that one scrape:
+// either way the value went down, which Prometheus reads as a reset.
+func (s *Series) SetCounter(v float64, created, now int64) {
+	s.created.Store(created)
+	s.bits.Store(math.Float64bits(v))
+	s.updated.Store(now)
+}
+
 // DistFiller writes a distribution's new values. An interface rather than a
 // closure, so updating a histogram allocates nothing.
 type DistFiller interface {
@@ -277,9 +294,14 @@ type Table struct {
 	// claimed maps every sample name a family writes (x, x_total, x_bucket,
 	// x_sum, x_count) to that family, so two families never write one name.
 	claimed map[string]*Family
-	count   atomic.Int64
-	max     int64
-	opts    Options
+	// createdBy maps the _created name of every counter, histogram and
+	// summary family to it. It is not claimed (a gauge may be called
+	// x_created, as before created lines existed); when another family
+	// writes that name, the family leaves its _created lines out.
+	createdBy map[string]*Family
+	count     atomic.Int64
+	max       int64
+	opts      Options
 }
 
 // Options shape a table's rendering; the zero value is the default.
@@ -302,7 +324,10 @@ type Options struct {
 
 // New returns an empty table.
 func New(o Options) *Table {
-	return &Table{byName: make(map[string]*Family), claimed: make(map[string]*Family), max: o.MaxSeries, opts: o}
+	return &Table{
+		byName: make(map[string]*Family), claimed: make(map[string]*Family), createdBy: make(map[string]*Family),
+		max: o.MaxSeries, opts: o,
+	}
 }
 
 // Len returns the number of series in the table.
@@ -350,6 +375,15 @@ func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) 
 	}
 	for _, n := range claims {
 		t.claimed[n] = f
+		if g := t.createdBy[n]; g != nil {
+			g.noCreated.Store(true)
+		}
+	}
+	if c := f.createdName(); c != "" {
+		if t.claimed[c] != nil {
+			f.noCreated.Store(true)
+		}
+		t.createdBy[c] = f
 	}
 	t.byName[name] = f
 	t.families = append(t.families, f)
@@ -367,6 +401,9 @@ type Family struct {
 	// go inside the braces (UTF-8 names under allow-utf-8).
 	names  [exposition.NumEscapings]familyNames
 	legacy bool
+	// noCreated: another family writes this family's _created name, so
+	// OpenMetrics scrapes leave its _created lines out.
+	noCreated atomic.Bool
 
 	mu    sync.Mutex
 	pages []*page
@@ -391,7 +428,11 @@ type Family struct {
 
 type familyNames struct {
 	base, bucket, sum, count string
-	quoted                   bool
+	// created is the name of the OpenMetrics _created samples; "" for a
+	// family that has none (gauges, and a counter whose name lacks _total,
+	// which OpenMetrics calls unknown).
+	created string
+	quoted  bool
 }
 
 // entry is one key of a series in Family.index: a chain per key hash.
@@ -429,17 +470,24 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 		index:    make(map[uint64]*entry),
 		byLabels: make(map[uint64]*Series),
 	}
+	created := f.createdName()
 	for e := range exposition.NumEscapings {
 		n := exposition.EscapeName(name, e)
 		f.names[e] = familyNames{
 			base: n, bucket: n + "_bucket", sum: n + "_sum", count: n + "_count",
 			quoted: e == exposition.EscapeNone && !f.legacy,
 		}
+		if created != "" {
+			f.names[e].created = exposition.EscapeName(created, e)
+		}
 		if f.names[e].quoted {
 			// A UTF-8 name is written quoted and escaped, inside the braces;
 			// the suffixes are part of the quoted string.
 			q := func(n string) string { return string(exposition.AppendLabelValue(nil, n)) }
 			f.names[e] = familyNames{base: q(name), bucket: q(name + "_bucket"), sum: q(name + "_sum"), count: q(name + "_count"), quoted: true}
+			if created != "" {
+				f.names[e].created = q(created)
+			}
 		}
 	}
 	return f
@@ -463,6 +511,21 @@ func (f *Family) sampleNames() []string {
 	default:
 		return []string{n}
 	}
+}
+
+// createdName is the name of the family's OpenMetrics _created samples: the
+// counter's name without _total, or the histogram's or summary's name, with
+// _created; "" when the family has none.
+func (f *Family) createdName() string {
+	switch f.typ {
+	case exposition.TypeCounter:
+		if base, ok := trimTotal(f.name); ok {
+			return base + "_created"
+		}
+	case exposition.TypeHistogram, exposition.TypeSummary:
+		return f.name + "_created"
+	}
+	return ""
 }
 
 func trimTotal(n string) (string, bool) {
