@@ -77,6 +77,8 @@ func Start(key string, w Workload) (*Server, error) {
 			c.MetricExpiration = longExpiry
 			// Configured like contrib below: no otel_scope_* labels.
 			c.WithoutScopeInfo = true
+			// Switching contenders must not wait for a final scrape.
+			c.ShutdownGrace = 0
 		}, w)
 	case Contrib:
 		return startCollectorExporter(key, prometheusexporter.NewFactory(), func(addr string, cfg any) {

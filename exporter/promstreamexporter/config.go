@@ -14,7 +14,13 @@ const (
 	defaultMetricExpiration = 5 * time.Minute
 	defaultMaxSeries        = 2_000_000
 	defaultMaxScrapes       = 4
-	metricsPath             = "/metrics"
+	defaultShutdownGrace    = 15 * time.Second
+	// defaultReadHeaderTimeout bounds how long a client may take to send
+	// its request header: a scraper sends a few hundred bytes at once, and
+	// a client that sends half a header must not hold a connection
+	// (confighttp's own default is a minute).
+	defaultReadHeaderTimeout = 10 * time.Second
+	metricsPath              = "/metrics"
 )
 
 // Label orders and bucket formats.
@@ -48,6 +54,13 @@ type Config struct {
 	// MaxConcurrentScrapes bounds scrapes served at once; beyond it a scrape
 	// gets 503 with Retry-After.
 	MaxConcurrentScrapes int `mapstructure:"max_concurrent_scrapes"`
+	// ShutdownGrace is how long Shutdown keeps serving /metrics, when it
+	// holds data no scrape has read yet, for a scrape to read the final
+	// state: the collector's last flush lands here, and a pull exporter
+	// that stops at once loses it. Shutdown ends as soon as a scrape that
+	// read that state completes (at once when there is nothing new), and
+	// at the latest after ShutdownGrace. 0 turns it off.
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
 
 	// Namespace prefixes every metric name (namespace_name).
 	Namespace string `mapstructure:"namespace"`
@@ -86,11 +99,13 @@ type ResourceToTelemetryConfig struct {
 func createDefaultConfig() *Config {
 	srv := confighttp.NewDefaultServerConfig()
 	srv.NetAddr.Endpoint = defaultEndpoint
+	srv.ReadHeaderTimeout = defaultReadHeaderTimeout
 	return &Config{
 		ServerConfig:         srv,
 		MetricExpiration:     defaultMetricExpiration,
 		MaxSeries:            defaultMaxSeries,
 		MaxConcurrentScrapes: defaultMaxScrapes,
+		ShutdownGrace:        defaultShutdownGrace,
 		TranslationStrategy:  underscoreEscapingWithSuffixes,
 		LabelOrder:           labelOrderSorted,
 		TextBucketFormat:     bucketFormatCanonical,
@@ -108,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSeries < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_series must not be negative, got %d", c.MaxSeries))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = errors.Join(errs, fmt.Errorf("shutdown_grace must not be negative, got %v", c.ShutdownGrace))
 	}
 	if c.MaxConcurrentScrapes <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_concurrent_scrapes must be positive, got %d", c.MaxConcurrentScrapes))

@@ -23,6 +23,7 @@ func TestConfig(t *testing.T) {
 	full.LabelOrder = labelOrderAsReceived
 	full.KeepEmptyLabels = true
 	full.TextBucketFormat = bucketFormatShortest
+	full.ShutdownGrace = 5 * time.Second
 	cases := []struct {
 		file    string
 		want    *Config
@@ -35,6 +36,7 @@ func TestConfig(t *testing.T) {
 		{file: "bad_strategy.yaml", wantErr: `translation_strategy "Legacy" is not one of UnderscoreEscapingWithSuffixes, UnderscoreEscapingWithoutSuffixes, NoUTF8EscapingWithSuffixes, NoTranslation`},
 		{file: "zero_scrapes.yaml", wantErr: "max_concurrent_scrapes must be positive, got 0"},
 		{file: "negative_max_series.yaml", wantErr: "max_series must not be negative, got -1"},
+		{file: "negative_shutdown_grace.yaml", wantErr: "shutdown_grace must not be negative, got -1s"},
 		{file: "bad_namespace.yaml", wantErr: `namespace "9lives" is not a valid Prometheus metric name prefix`},
 		{file: "bad_const_label.yaml", wantErr: `const_labels: "bad-name" is not a valid Prometheus label name`},
 		{file: "bad_label_order.yaml", wantErr: `label_order must be "sorted" or "as_received", got "random"`},

@@ -8,9 +8,11 @@
 //     per-process seed, valid in this process only, never persisted, sent
 //     or compared across processes;
 //   - ?shard=I&shards=N selects the series whose xxhash (XXH64, seed 0) of
-//     its rendered labels is I mod N. That hash is stable: every collector,
-//     and the same collector after a restart, puts a series in the same
-//     shard, so N scrape jobs split a family without gaps or overlaps. (With
-//     label_order: as_received the rendered labels follow the order a
-//     series' attributes first arrived in, and so does its shard.)
+//     its labels in canonical form (sorted by name, rendered `a="x",b="y"`)
+//     is I mod N. That hash depends on the label set alone: every
+//     collector, and the same collector after a restart, puts a series in
+//     the same shard whatever label_order says and whatever order its
+//     attributes arrived in, so N scrape jobs split a family without gaps or
+//     overlaps. It is computed once per series and kept beside it
+//     (internal/series), so a shard scrape renders only its own series.
 package promstreamexporter // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/otlptranslator"
@@ -59,6 +60,14 @@ type promStreamExporter struct {
 	points pointWriter
 	// scrapeAttrs are the scrape telemetry's attributes per format.
 	scrapeAttrs scrapeAttrs
+
+	// generation counts the batches stored; readGen is the highest
+	// generation a scrape started at and completed (outcome ok), so it
+	// read every batch up to it. Shutdown waits for readGen to reach
+	// generation (shutdown_grace); scraped wakes it.
+	generation atomic.Uint64
+	readGen    atomic.Uint64
+	scraped    chan struct{}
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error) {
@@ -74,6 +83,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 		namer:       newNamer(cfg),
 		slots:       make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
 		scrapeAttrs: newScrapeAttrs(),
+		scraped:     make(chan struct{}, 1),
 	}
 	for range cfg.MaxConcurrentScrapes {
 		e.slots <- new(scrapeSlot) // buffers are made on first use
@@ -115,6 +125,7 @@ func (e *promStreamExporter) start(ctx context.Context, host component.Host) err
 func (e *promStreamExporter) shutdown(ctx context.Context) error {
 	var err error
 	if e.server != nil {
+		e.awaitFinalScrape(ctx)
 		err = e.server.Shutdown(ctx)
 		e.serving.Wait()
 	}
@@ -125,6 +136,55 @@ func (e *promStreamExporter) shutdown(ctx context.Context) error {
 	}
 	e.telemetry.Shutdown()
 	return err
+}
+
+// awaitFinalScrape keeps /metrics served, for at most shutdown_grace, until
+// a scrape that started after the last stored batch has completed: without
+// persistent storage the collector's last flush lands here on shutdown, and
+// a pull exporter that stopped at once would lose it (a clean restart lost
+// seconds of traffic). It returns at once when no batch came after the last
+// complete scrape, and when ctx ends.
+func (e *promStreamExporter) awaitFinalScrape(ctx context.Context) {
+	grace := e.cfg.ShutdownGrace
+	if grace <= 0 || e.finalStateRead() {
+		return
+	}
+	e.settings.Logger.Info("Serving /metrics until a scrape reads the final state (shutdown_grace)",
+		zap.Duration("shutdown_grace", grace))
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	for !e.finalStateRead() {
+		select {
+		case <-e.scraped:
+		case <-timer.C:
+			e.settings.Logger.Warn("No scrape read the final state within shutdown_grace; its last points are not served",
+				zap.Duration("shutdown_grace", grace))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// finalStateRead reports whether a completed scrape read every stored
+// batch.
+func (e *promStreamExporter) finalStateRead() bool {
+	return e.readGen.Load() >= e.generation.Load()
+}
+
+// scrapeCompleted records that a scrape which started at generation gen
+// completed: it read every batch up to gen.
+func (e *promStreamExporter) scrapeCompleted(gen uint64) {
+	for {
+		read := e.readGen.Load()
+		if gen <= read || e.readGen.CompareAndSwap(read, gen) {
+			break
+		}
+	}
+	select {
+	case e.scraped <- struct{}{}:
+	default:
+	}
 }
 
 // expireLoop removes series older than metric_expiration, in the background,
@@ -160,6 +220,9 @@ func (e *promStreamExporter) consumeMetrics(ctx context.Context, md pmetric.Metr
 	now := time.Now().UnixNano()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Counted once the batch is stored: a scrape that starts after that
+	// reads it (shutdown_grace waits for one to complete).
+	defer e.generation.Add(1)
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)

@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
@@ -24,6 +25,14 @@ import (
 const (
 	acceptOpenMetrics = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
 	acceptText004     = "text/plain;version=0.0.4"
+)
+
+// Start times of kindsMetrics' streams: OpenMetrics' _created.
+const (
+	counterStart   = pcommon.Timestamp(1_700_000_000_500_000_000)
+	histogramStart = pcommon.Timestamp(1_700_000_001_000_000_000)
+	summaryStart   = pcommon.Timestamp(1_700_000_002_250_000_000)
+	expoStart      = pcommon.Timestamp(1_700_000_003_000_000_001)
 )
 
 // kindsMetrics holds one metric of every kind the exporter writes.
@@ -45,6 +54,7 @@ func kindsMetrics() pmetric.Metrics {
 	dp := cs.DataPoints().AppendEmpty()
 	dp.Attributes().PutStr("route", "r1")
 	dp.SetIntValue(10)
+	dp.SetStartTimestamp(counterStart)
 
 	h := ms.AppendEmpty()
 	h.SetName("kong.request.latency")
@@ -58,6 +68,7 @@ func kindsMetrics() pmetric.Metrics {
 	hdp.BucketCounts().FromRaw([]uint64{3, 0, 2, 1})
 	hdp.SetCount(6)
 	hdp.SetSum(31.5)
+	hdp.SetStartTimestamp(histogramStart)
 
 	s := ms.AppendEmpty()
 	s.SetName("rpc.duration")
@@ -65,6 +76,7 @@ func kindsMetrics() pmetric.Metrics {
 	sdp := s.SetEmptySummary().DataPoints().AppendEmpty()
 	sdp.SetCount(4)
 	sdp.SetSum(2)
+	sdp.SetStartTimestamp(summaryStart)
 	for _, q := range [][2]float64{{0.5, 0.4}, {0.99, 1.2}} {
 		v := sdp.QuantileValues().AppendEmpty()
 		v.SetQuantile(q[0])
@@ -85,6 +97,7 @@ func kindsMetrics() pmetric.Metrics {
 	xdp.Negative().BucketCounts().FromRaw([]uint64{1})
 	xdp.SetCount(7)
 	xdp.SetSum(20)
+	xdp.SetStartTimestamp(expoStart)
 
 	g := ms.AppendEmpty()
 	g.SetName("kong.memory.workers.lua.vms")
@@ -126,7 +139,9 @@ func checkGolden(t *testing.T, name string, body []byte) {
 // every sample as "labels value".
 func parseAll(t *testing.T, body []byte, contentType string) []string {
 	t.Helper()
-	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{})
+	// _created lines are start times, not samples (Prometheus skips them
+	// too when it ingests start times).
+	p, err := textparse.New(body, contentType, labels.NewSymbolTable(), textparse.ParserOptions{OpenMetricsSkipSTSeries: true})
 	if err != nil {
 		t.Fatal(err)
 	}

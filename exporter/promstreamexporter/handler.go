@@ -88,6 +88,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	ctx := r.Context()
 	q.Deadline = scrapeDeadline(r)
 	start := time.Now()
+	gen := e.generation.Load() // every batch up to gen is in the table
 	n, err := e.writeScrape(ctx, w, r, &q, slot)
 	e.telemetry.ExporterPromstreamScrapeBytes.Add(r.Context(), n)
 	outcome := outcomeOK
@@ -102,6 +103,9 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	e.countScrape(r.Context(), neg.Format, outcome)
 	if err != nil {
 		panic(http.ErrAbortHandler)
+	}
+	if q.Shards <= 1 && q.Names == nil {
+		e.scrapeCompleted(gen) // a whole scrape: it read everything stored by gen
 	}
 }
 

@@ -358,6 +358,7 @@ func TestClientDisconnectReleasesTheScrape(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
 	cfg.MaxConcurrentScrapes = 1
+	cfg.ShutdownGrace = 0 // no scrape here reads a whole body: do not wait for one at shutdown
 	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,14 @@ func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
 			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 				v = float64(dp.IntValue())
 			}
-			s.SetValue(v, p.now)
+			if p.f.Type() == exposition.TypeCounter {
+				// The start time is the stream's (the cumulative processor
+				// sets it): OpenMetrics' _created, protobuf's
+				// created_timestamp.
+				s.SetCounter(v, int64(dp.StartTimestamp()), p.now)
+			} else {
+				s.SetValue(v, p.now)
+			}
 		}
 	}
 }
@@ -116,6 +123,7 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 		d.Counts[j] = cum
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
+	d.Created = int64(dp.StartTimestamp())
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
@@ -136,6 +144,7 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 		d.Values[j] = qs.At(j).Value()
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
+	d.Created = int64(dp.StartTimestamp())
 }
 
 // exponential stores exponential histograms. In the text formats they are
@@ -190,6 +199,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	}
 	d.Counts = counts
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
+	d.Created = int64(dp.StartTimestamp())
 	d.Native = nativeOf(d.Native, dp)
 }
 

@@ -63,6 +63,11 @@ type Body struct {
 	// CanonicalBounds keeps le and quantile values canonical ("25.0") even
 	// when the table is configured to write the shortest form.
 	CanonicalBounds bool
+	// Created writes a <name>_created sample (the series' start time, in
+	// seconds) after each counter, histogram and summary that has one, as
+	// OpenMetrics defines it. The Prometheus text formats have no such
+	// line.
+	Created bool
 }
 
 // registry holds the registered formats; slot 0 is the default's.

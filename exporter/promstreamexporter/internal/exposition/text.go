@@ -255,3 +255,32 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 	}
 	return dst
 }
+
+// AppendCreated appends ` <seconds>\n` for a created timestamp given in unix
+// nanoseconds: the exact decimal ("1700000000.25", "1700000000.0"), not a
+// float64 round trip, which would lose the sub-microsecond digits (and
+// expfmt's %g would write whole seconds as "1.7e+09").
+func AppendCreated(dst []byte, unixNano int64) []byte {
+	dst = append(dst, ' ')
+	if unixNano < 0 {
+		dst = append(dst, '-')
+		unixNano = -unixNano
+	}
+	dst = strconv.AppendInt(dst, unixNano/1e9, 10)
+	dst = append(dst, '.')
+	frac := unixNano % 1e9
+	if frac == 0 {
+		return append(dst, '0', '\n')
+	}
+	var digits [9]byte
+	for i := 8; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := 9
+	for digits[n-1] == '0' {
+		n--
+	}
+	dst = append(dst, digits[:n]...)
+	return append(dst, '\n')
+}

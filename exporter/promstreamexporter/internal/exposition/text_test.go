@@ -72,3 +72,19 @@ func TestAppendDoesNotAllocateWithRoom(t *testing.T) {
 		t.Fatalf("allocated %.1f times per series, want 0", allocs)
 	}
 }
+
+func TestAppendCreated(t *testing.T) {
+	for _, c := range []struct {
+		ns   int64
+		want string
+	}{
+		{1_700_000_000_000_000_000, " 1700000000.0\n"},
+		{1_700_000_000_250_000_000, " 1700000000.25\n"},
+		{1_700_000_000_000_000_001, " 1700000000.000000001\n"},
+		{999_999_999, " 0.999999999\n"},
+	} {
+		if got := string(AppendCreated(nil, c.ns)); got != c.want {
+			t.Errorf("AppendCreated(%d) = %q, want %q", c.ns, got, c.want)
+		}
+	}
+}

@@ -62,6 +62,22 @@ func appendVarint(dst []byte, field, v uint64) []byte {
 	return binary.AppendUvarint(dst, v)
 }
 
+// appendTimestamp writes a google.protobuf.Timestamp field (seconds = 1,
+// nanos = 2) for a time in unix nanoseconds; nothing when it is not
+// positive (unknown).
+func appendTimestamp(dst []byte, field uint64, unixNano int64) []byte {
+	if unixNano <= 0 {
+		return dst
+	}
+	return message(dst, field, func(b []byte) []byte {
+		b = appendVarint(b, 1, uint64(unixNano/1e9))
+		if nanos := unixNano % 1e9; nanos != 0 {
+			b = appendVarint(b, 2, uint64(nanos))
+		}
+		return b
+	})
+}
+
 func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
 
 // message wraps the bytes appended by body as a length-delimited field. It
@@ -163,10 +179,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	}
 	body = appendVarint(body, 3, protoType(f.typ))
 	n := 0
-	for _, s := range p.series {
-		if q.Shards > 1 && s.shardHash()%q.Shards != q.Shard {
-			continue
-		}
+	for _, s := range wr.pageSeries(p, q) {
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
@@ -185,7 +198,10 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 	switch t {
 	case exposition.TypeCounter:
-		return message(b, 3, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
+		return message(b, 3, func(b []byte) []byte {
+			b = appendDouble(b, 1, math.Float64frombits(s.bits.Load()))
+			return appendTimestamp(b, 3, s.created.Load()) // Counter.created_timestamp
+		})
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	case exposition.TypeSummary:
@@ -202,7 +218,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 					return appendDouble(b, 2, v)
 				})
 			}
-			return b
+			return appendTimestamp(b, 4, d.Created) // Summary.created_timestamp
 		})
 	case exposition.TypeHistogram:
 		d := s.dist()
@@ -220,6 +236,7 @@ func appendProtoHistogram(b []byte, d *Dist) []byte {
 	if d.HasSum {
 		b = appendDouble(b, 2, d.Sum)
 	}
+	b = appendTimestamp(b, 15, d.Created) // Histogram.created_timestamp
 	for i, c := range d.Counts {
 		b = message(b, 3, func(b []byte) []byte {
 			b = appendVarint(b, 1, c)
