@@ -182,3 +182,25 @@ func TestErrorAnswerIsAlwaysAStatus(t *testing.T) {
 		}
 	}
 }
+
+// A request alone on the receiver is always admitted, even when its body
+// times its decode weight passes max_request_bytes_in_flight: its own bytes
+// never count against it.
+func TestLoneLargeRequestIsAdmitted(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) { c.MaxRequestBytesInFlight = 64 << 10 })
+	td := kongExport("GET", "/big", 200)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for range 300 {
+		spans.At(0).CopyTo(spans.AppendEmpty())
+	}
+	body := jsonBody(t, td)
+	if len(body) < 64<<10/weightOTLPJSON {
+		t.Fatalf("body %d bytes is too small to pass the bound once weighted", len(body))
+	}
+	if code, msg := post(t, h.httpAddr, jsonContentType, body); code != http.StatusOK {
+		t.Fatalf("lone %d-byte JSON export: %d %s", len(body), code, msg)
+	}
+	if h.r.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	}
+}

@@ -206,6 +206,7 @@ func (r *gatewayReceiver) getScratch() *exportScratch {
 // are dropped together.
 func (r *gatewayReceiver) putScratch(s *exportScratch) {
 	s.charge.Release()
+	s.counter.Release()
 	clear(s.events)
 	s.events = s.events[:0]
 	if cap(s.body) > maxPooledBody {

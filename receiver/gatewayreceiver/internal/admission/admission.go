@@ -37,7 +37,13 @@ type Limiter struct {
 func New(limit int64) *Limiter { return &Limiter{limit: limit} }
 
 // Acquire charges n bytes; false when the bound is reached (nothing charged).
-func (l *Limiter) Acquire(n int64) bool {
+func (l *Limiter) Acquire(n int64) bool { return l.acquire(n, 0) }
+
+// acquire charges n more bytes to a request that holds own already: it is
+// refused only when the total would pass the limit and other requests hold
+// bytes too, so a request alone always gets through (its own earlier
+// charges never count against it).
+func (l *Limiter) acquire(n, own int64) bool {
 	if l == nil || l.limit <= 0 || n <= 0 {
 		if l != nil && n > 0 {
 			l.used.Add(n)
@@ -46,7 +52,7 @@ func (l *Limiter) Acquire(n int64) bool {
 	}
 	for {
 		used := l.used.Load()
-		if used > 0 && used+n > l.limit {
+		if used > own && used+n > l.limit {
 			return false
 		}
 		if l.used.CompareAndSwap(used, used+n) {
@@ -106,7 +112,7 @@ func (l *Limiter) NewCharge() Charge { return Charge{l: l} }
 
 // Add charges n more bytes to the request; false (ErrBusy) when refused.
 func (c *Charge) Add(n int64) bool {
-	if !c.l.Acquire(n) {
+	if !c.l.acquire(n, c.n) {
 		return false
 	}
 	c.n += n

@@ -55,3 +55,22 @@ func TestBodyChargesAsItReads(t *testing.T) {
 		t.Errorf("in flight %d", l.InFlight())
 	}
 }
+
+// A request's own earlier charges never count against it: alone, it can
+// grow past the bound (reading its body, then charging its decoding).
+func TestChargeAloneGrowsPastTheBound(t *testing.T) {
+	l := New(100)
+	c := l.NewCharge()
+	if !c.Add(80) || !c.Add(320) {
+		t.Fatalf("a lone request refused at %d of 100", c.Bytes())
+	}
+	other := l.NewCharge()
+	if other.Add(1) {
+		t.Error("a second request admitted past the bound")
+	}
+	c.Release()
+	if !other.Add(1) {
+		t.Error("refused after the bytes were released")
+	}
+	other.Release()
+}

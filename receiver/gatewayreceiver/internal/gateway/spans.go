@@ -117,6 +117,28 @@ func (c *SpanCounter) start() {
 	c.lastTry = c.lastTry[:0]
 }
 
+// maxKeptRecords bounds the span records (and attributes) a counter keeps
+// for reuse between calls; a larger export's are dropped.
+const maxKeptRecords = 1 << 14
+
+// Release drops every reference the counter keeps into the last input:
+// records, attributes and events borrow its strings (the body they were
+// decoded from), so a pooled counter would otherwise pin that body for as
+// long as it sits in the pool, outside any admission bound. Buffers beyond
+// maxKeptRecords are dropped. Call it before pooling the counter.
+func (c *SpanCounter) Release() {
+	c.events, c.spans, c.attrs, c.res = releaseSlice(c.events), releaseSlice(c.spans), releaseSlice(c.attrs), releaseSlice(c.res)
+	c.lastTry = c.lastTry[:0]
+}
+
+func releaseSlice[T any](s []T) []T {
+	if cap(s) > maxKeptRecords {
+		return nil
+	}
+	clear(s[:cap(s)])
+	return s[:0]
+}
+
 // report hands every event of the call to fn, once all of its input was
 // read: a body refused half-way reports nothing.
 func (c *SpanCounter) report(fn func(*Event)) int {

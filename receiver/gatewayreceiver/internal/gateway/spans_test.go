@@ -270,3 +270,33 @@ func TestGatewayAddedLatencyOnlyWhenKnown(t *testing.T) {
 		}
 	}
 }
+
+// Release leaves no reference into the last body in the counter's reused
+// buffers (a pooled counter would otherwise pin it).
+func TestReleaseDropsBorrowedStrings(t *testing.T) {
+	var c SpanCounter
+	td := kongExport(64, 0)
+	body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := c.CountProto(body, func(*Event) {}); err != nil || n != 64 {
+		t.Fatalf("counted %d, %v", n, err)
+	}
+	c.Release()
+	for i, s := range c.spans[:cap(c.spans)] {
+		if s.name != "" || s.traceState != "" {
+			t.Fatalf("span record %d still holds %q", i, s.name)
+		}
+	}
+	for i, a := range c.attrs[:cap(c.attrs)] {
+		if a.val.str != "" {
+			t.Fatalf("attribute %d still holds %q", i, a.val.str)
+		}
+	}
+	for i, e := range c.events[:cap(c.events)] {
+		if e.Route != "" {
+			t.Fatalf("event %d still holds %q", i, e.Route)
+		}
+	}
+}
