@@ -51,7 +51,26 @@ type series struct {
 	// touched: updated in this window (emit it); seen: a bundle that holds
 	// it was used in this window (keep it).
 	touched, seen bool
-	key           *tupleKey // projected on the family's labels
+	// meta holds what an update does not touch: the label tuple, and the
+	// histogram's exemplars.
+	meta *seriesMeta
+}
+
+// seriesMeta is the cold part of a series.
+type seriesMeta struct {
+	key tupleKey // projected on the family's labels
+	// ex is, per bucket, the last sampled request observed in it this
+	// window; allocated on the first one (spans with a trace id only).
+	ex []exemplar
+}
+
+// exemplar is one observed request that carried a trace: its ids and
+// value (in the emitted unit).
+type exemplar struct {
+	trace [16]byte
+	span  [8]byte
+	value float64
+	set   bool
 }
 
 // maxInlineBuckets is the most buckets any profile's histograms have
@@ -76,14 +95,14 @@ func newSeries(f *family, key tupleKey) *series {
 	default:
 		s = &series{buckets: make([]uint64, n)}
 	}
-	s.key = &key
+	s.meta = &seriesMeta{key: key}
 	return s
 }
 
 // add records value v of an event that stands for w requests (a sampled
 // span's adjusted count; 1 otherwise): sums add v·w, histograms observe v
-// w times.
-func (s *series) add(f *family, v float64, w uint64) {
+// w times, and keep e as the bucket's exemplar when it carries a trace.
+func (s *series) add(f *family, v float64, w uint64, e *gateway.Event) {
 	if !f.hist {
 		s.total += v * float64(w)
 		return
@@ -94,6 +113,18 @@ func (s *series) add(f *family, v float64, w uint64) {
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
 	s.buckets[i] += w
+	if e.TraceID != ([16]byte{}) {
+		s.meta.exemplar(i, len(s.buckets), e, v)
+	}
+}
+
+// exemplar keeps e as bucket i's exemplar (the ids are copied: the event
+// borrows its input).
+func (m *seriesMeta) exemplar(i, buckets int, e *gateway.Event, v float64) {
+	if m.ex == nil {
+		m.ex = make([]exemplar, buckets) // once per series, on its first traced request
+	}
+	m.ex[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
 }
 
 // maxInlineFamilies is the most families a profile has (kong: 12).
@@ -160,15 +191,17 @@ type aggregator struct {
 	unmapped, overflowed int64
 	snap                 []point
 	bucketBuf            []uint64
+	exBuf                []exemplar
 }
 
 // point is one emitted point of the window.
 type point struct {
-	fam          int
-	key          tupleKey
-	total, sum   float64
-	count        uint64
-	bucketsStart int // into bucketBuf
+	fam            int
+	key            tupleKey
+	total, sum     float64
+	count          uint64
+	bucketsStart   int // into bucketBuf
+	exStart, exEnd int // into exBuf
 }
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
@@ -202,7 +235,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		if !ok {
 			continue
 		}
-		s.add(f, v, max(e.Weight, 1))
+		s.add(f, v, max(e.Weight, 1), e)
 		if !s.touched {
 			s.touched = true
 			a.fams[i].touched = append(a.fams[i].touched, s)
@@ -327,11 +360,18 @@ func encodeKey(dst []byte, k *tupleKey) []byte {
 func (a *aggregator) take() ([]point, []uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.snap, a.bucketBuf = a.snap[:0], a.bucketBuf[:0]
+	a.snap, a.bucketBuf, a.exBuf = a.snap[:0], a.bucketBuf[:0], a.exBuf[:0]
 	for i := range a.fams {
 		fs := &a.fams[i]
 		for _, s := range fs.touched {
-			p := point{fam: i, key: *s.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf)}
+			p := point{fam: i, key: s.meta.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
+			for j := range s.meta.ex {
+				if x := &s.meta.ex[j]; x.set {
+					a.exBuf = append(a.exBuf, *x)
+					x.set = false
+				}
+			}
+			p.exEnd = len(a.exBuf)
 			a.bucketBuf = append(a.bucketBuf, s.buckets...)
 			a.snap = append(a.snap, p)
 			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
@@ -474,6 +514,13 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			dp.SetSum(p.sum)
 			dp.ExplicitBounds().FromRaw(f.bounds)
 			dp.BucketCounts().FromRaw(buckets[p.bucketsStart : p.bucketsStart+len(f.bounds)+1])
+			for _, x := range a.exBuf[p.exStart:p.exEnd] {
+				ex := dp.Exemplars().AppendEmpty()
+				ex.SetTimestamp(now)
+				ex.SetDoubleValue(x.value)
+				ex.SetTraceID(x.trace)
+				ex.SetSpanID(x.span)
+			}
 			attrs = dp.Attributes()
 		} else {
 			dp := m.Sum().DataPoints().AppendEmpty()

@@ -55,8 +55,23 @@ func BenchmarkAggregate(b *testing.B) {
 		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
 		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(route%100)+".internal", "10.0.0."+strconv.Itoa(1+route%4), 8080
 	}
-	for _, prof := range []string{profileOTel, profileKong} {
-		b.Run(prof, func(b *testing.B) {
+	// traced: the same events carrying their span's trace and span ids, so
+	// every histogram observation also keeps its bucket's exemplar.
+	traced := make([]gateway.Event, len(evs))
+	copy(traced, evs)
+	for i := range traced {
+		traced[i].TraceID = [16]byte{1, byte(i), byte(i >> 8)}
+		traced[i].SpanID = [8]byte{2, byte(i), byte(i >> 8)}
+	}
+	for _, c := range []struct {
+		name string
+		evs  []gateway.Event
+	}{{profileOTel, evs}, {profileKong, evs}, {profileOTel + "-traced", traced}, {profileKong + "-traced", traced}} {
+		prof, evs := c.name[:4], c.evs
+		if prof != profileOTel {
+			prof = profileKong
+		}
+		b.Run(c.name, func(b *testing.B) {
 			a := newAggregator(profileByName(prof), dimensions{}, limits{})
 			a.mu.Lock()
 			defer a.mu.Unlock()

@@ -85,6 +85,10 @@ type Event struct {
 	// client; Unknown when absent.
 	RequestSize, ResponseSize int64
 	GenAI                     GenAI
+	// TraceID and SpanID are the root span's, zero for a log entry: a
+	// histogram keeps them as the exemplar of the bucket the request fell in.
+	TraceID [16]byte
+	SpanID  [8]byte
 	// Weight is how many requests the event stands for (a sampled span's
 	// adjusted count; 1 otherwise) and Sampling how that is known.
 	Weight   uint64

@@ -222,7 +222,9 @@ func (c *SpanCounter) decodeSpan(b []byte) error {
 		switch num {
 		case 1:
 			if v, pos, err = consumeField(b, p, wt, "trace_id"); err == nil {
-				err = checkID(v, 16, "trace_id")
+				if err = checkID(v, 16, "trace_id"); err == nil {
+					copy(s.trace[:], v)
+				}
 			}
 		case 2:
 			if v, pos, err = consumeField(b, p, wt, "span_id"); err == nil {

@@ -223,6 +223,7 @@ func (a attrs) either(stable, old attrKey) (value, bool) {
 // spanRec is one span reduced to what the mappers read. Its attributes are
 // SpanCounter.attrs[attrLo:attrHi].
 type spanRec struct {
+	trace      [16]byte
 	id, parent [8]byte
 	// kind and status are the OTLP enum values (SPAN_KIND_*, STATUS_CODE_*).
 	kind, status   int32

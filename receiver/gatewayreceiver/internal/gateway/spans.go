@@ -228,6 +228,7 @@ func (c *SpanCounter) completeFromChildren(first int) {
 func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	e.Kind = kind
 	e.TotalMS = span.durationMS()
+	e.TraceID, e.SpanID = span.trace, span.id
 	e.Sampling = SamplingUnknown
 	if w, ok := thresholdWeight(span.traceState); ok {
 		e.Weight, e.Sampling = w, SamplingThreshold

@@ -36,7 +36,7 @@ func (c *SpanCounter) addPdataSpan(s ptrace.Span, scope Kind) {
 	lo := len(c.attrs)
 	c.attrs = appendKnown(c.attrs, s.Attributes())
 	c.spans = append(c.spans, spanRec{
-		id: s.SpanID(), parent: s.ParentSpanID(),
+		trace: s.TraceID(), id: s.SpanID(), parent: s.ParentSpanID(),
 		kind: int32(s.Kind()), status: int32(s.Status().Code()),
 		name: s.Name(), traceState: s.TraceState().AsRaw(), start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()),
 		scope: scope, attrLo: int32(lo), attrHi: int32(len(c.attrs)),

@@ -118,9 +118,11 @@ func TestCountKongAndEnvoy(t *testing.T) {
 	kong.Kind, kong.Gateway, kong.Instance = KindKong, "kong", "9343ac04-81d6-4ac8-bb5a-c7322c823368"
 	kong.Route, kong.Method, kong.StatusCode = "/anything", "POST", 200
 	kong.TargetPort, kong.Source = 80, SourceUpstream
+	kong.SpanID = pcommon.SpanID{1, 1, 1, 1, 1, 1, 1, 1}
 	envoy := spanBase()
 	envoy.Kind, envoy.Namespace, envoy.Gateway = KindEnvoy, "edge", "front-envoy"
 	envoy.Method, envoy.StatusCode, envoy.Upstream, envoy.Source = "GET", 503, "fake_cluster", SourceGateway
+	envoy.SpanID = pcommon.SpanID{2, 2, 2, 2, 2, 2, 2, 2}
 	want := []Event{kong, envoy}
 	if len(got) != len(want) {
 		t.Fatalf("got %d events %+v, want %+v", len(got), got, want)
