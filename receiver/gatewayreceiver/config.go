@@ -56,6 +56,9 @@ type Config struct {
 	// Dimensions are the optional gateway.* attributes of the otel profile
 	// (service, upstream, target, consumer, response_source).
 	Dimensions []string `mapstructure:"dimensions"`
+	// Histogram chooses the otel profile's duration histogram buckets, as
+	// the spanmetrics connector's `histogram.explicit.buckets` does.
+	Histogram HistogramConfig `mapstructure:"histogram"`
 	// SamplingRates are the trace sampling probabilities of gateways that
 	// sample without saying so (no ot=th threshold in their tracestate),
 	// by gateway name: a span of such a gateway counts 1/rate requests, an
@@ -103,6 +106,26 @@ type Config struct {
 	// Health polls and receives upstream health (config_health.go); off
 	// unless the section is present.
 	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// HistogramConfig is the `histogram` section.
+type HistogramConfig struct {
+	// Explicit sets the bucket upper bounds of the otel profile's duration
+	// histograms (http.server.request.duration, gateway.upstream.duration,
+	// gateway.added.duration, gateway.llm.duration); default the semantic
+	// conventions' 5ms … 10s.
+	Explicit ExplicitHistogramConfig `mapstructure:"explicit"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// ExplicitHistogramConfig lists bucket upper bounds as durations.
+type ExplicitHistogramConfig struct {
+	Buckets []time.Duration `mapstructure:"buckets"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -174,6 +197,17 @@ func (c *Config) Validate() error {
 		}
 		if !model.LegacyValidation.IsValidLabelName(c.NodeLabel) || strings.HasPrefix(c.NodeLabel, "__") || c.NodeLabel == c.CollectorLabel {
 			errs = errors.Join(errs, fmt.Errorf("node_label must be a Prometheus label name, not reserved and not collector_label, got %q", c.NodeLabel))
+		}
+	}
+	if b := c.Histogram.Explicit.Buckets; len(b) > 0 {
+		if c.Profile != profileOTel {
+			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", profileOTel))
+		}
+		for i, d := range b {
+			if d <= 0 || i > 0 && d <= b[i-1] {
+				errs = errors.Join(errs, fmt.Errorf("histogram.explicit.buckets must be positive and increasing, got %v", b))
+				break
+			}
 		}
 	}
 	if c.PreferName && c.Profile != profileAPISIX {
@@ -280,6 +314,15 @@ func (c *Config) limits() limits {
 		l.expiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
 	}
 	return l
+}
+
+// durationBounds is histogram.explicit.buckets in seconds (nil: defaults).
+func (c *Config) durationBounds() []float64 {
+	var out []float64
+	for _, d := range c.Histogram.Explicit.Buckets {
+		out = append(out, d.Seconds())
+	}
+	return out
 }
 
 // samplingRates indexes sampling_rates by gateway kind.

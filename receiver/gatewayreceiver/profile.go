@@ -155,6 +155,23 @@ func profileByName(name string) *profile {
 	return profiles[0]
 }
 
+// withDurationBounds returns a copy of p whose duration histograms (those
+// recorded in ms and emitted in seconds) use bounds (seconds); p itself when
+// bounds is empty.
+func (p *profile) withDurationBounds(bounds []float64) *profile {
+	if len(bounds) == 0 {
+		return p
+	}
+	c := *p
+	c.families = append([]family(nil), p.families...)
+	for i := range c.families {
+		if f := &c.families[i]; f.hist && f.scale == 1e-3 {
+			f.bounds = bounds
+		}
+	}
+	return &c
+}
+
 // profileNames lists the profile names (config `profile`, `health.profile`).
 func profileNames() []string {
 	names := make([]string, len(profiles))

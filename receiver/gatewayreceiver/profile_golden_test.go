@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -366,5 +368,30 @@ func TestNodeLabelKeepsTheReportingNode(t *testing.T) {
 	cfg.NodeLabel = "instance"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "node_label applies to") {
 		t.Errorf("node_label on the otel profile: %v", err)
+	}
+}
+
+// histogram.explicit.buckets sets the otel profile's duration buckets, as
+// spanmetrics users set them; the token histogram keeps its own.
+func TestHistogramBucketsOption(t *testing.T) {
+	runConfigCases(t, []configCase{{file: "histogram_buckets.yaml", check: func(t *testing.T, c *Config) {
+		p := profileByName(c.Profile).withDurationBounds(c.durationBounds())
+		want := []float64{0.002, 0.01, 0.1, 1, 30}
+		for _, f := range p.families {
+			switch {
+			case f.hist && f.scale == 1e-3 && !slices.Equal(f.bounds, want):
+				t.Errorf("%s bounds %v, want %v", f.name, f.bounds, want)
+			case f.name == "gen_ai.client.token.usage" && slices.Equal(f.bounds, want):
+				t.Errorf("the token histogram took the duration buckets")
+			}
+		}
+		if slices.Equal(otelProfile.families[1].bounds, want) {
+			t.Error("the shared otel profile was changed")
+		}
+	}}})
+	c := createDefaultConfig()
+	c.Histogram.Explicit.Buckets = []time.Duration{time.Second, time.Millisecond}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "positive and increasing") {
+		t.Errorf("decreasing buckets: %v", err)
 	}
 }

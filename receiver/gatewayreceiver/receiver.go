@@ -76,7 +76,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	if err != nil {
 		return nil, err
 	}
-	agg := newAggregator(profileByName(cfg.Profile), cfg.dimensions(), cfg.limits())
+	agg := newAggregator(profileByName(cfg.Profile).withDurationBounds(cfg.durationBounds()), cfg.dimensions(), cfg.limits())
 	agg.identity = id
 	agg.nodeLabel = cfg.NodeLabel
 	return &gatewayReceiver{
