@@ -322,9 +322,10 @@ func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 
 // strings lists the tuple's string fields, the ones cloneKey copies and
 // encodeKey writes: one list, so a new field cannot be missed by either.
-func (k *tupleKey) strings() [15]*string {
+func (k *tupleKey) strings() [15 + gateway.MaxSpanDimensions]*string {
 	return [...]*string{&k.namespace, &k.gateway, &k.route, &k.method, &k.service, &k.upstream,
-		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model, &k.clientModel, &k.node}
+		&k.target, &k.consumer, &k.workspace, &k.host, &k.uri, &k.provider, &k.model, &k.clientModel, &k.node,
+		&k.dims[0], &k.dims[1], &k.dims[2], &k.dims[3]}
 }
 
 func cloneKey(k tupleKey) tupleKey {
@@ -541,6 +542,13 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			}
 		} else {
 			writeLabels(f, &p.key, attrs)
+		}
+		if f.spanDims && !p.key.overflow {
+			for i, sd := range a.dims.span {
+				if v := p.key.dims[i]; v != "" || sd.def != nil {
+					attrs.PutStr(sd.name, v)
+				}
+			}
 		}
 		if a.nodeLabel != "" && !p.key.overflow {
 			attrs.PutStr(a.nodeLabel, p.key.node)

@@ -53,9 +53,12 @@ type Config struct {
 	FlushInterval time.Duration `mapstructure:"flush_interval"`
 	// Profile names the metrics: otel (default), kong or apisix.
 	Profile string `mapstructure:"profile"`
-	// Dimensions are the optional gateway.* attributes of the otel profile
+	// Dimensions are the otel profile's optional attributes: the built-in
+	// gateway.* ones by name (service, upstream, target, consumer,
+	// response_source), and up to MaxSpanDimensions span attributes, as
+	// the spanmetrics connector takes them ({name, default}).
 	// (service, upstream, target, consumer, response_source).
-	Dimensions []string `mapstructure:"dimensions"`
+	Dimensions []Dimension `mapstructure:"dimensions"`
 	// Histogram chooses the otel profile's duration histogram buckets, as
 	// the spanmetrics connector's `histogram.explicit.buckets` does.
 	Histogram HistogramConfig `mapstructure:"histogram"`
@@ -109,6 +112,20 @@ type Config struct {
 
 	// prevent unkeyed literal initialization
 	_ struct{}
+}
+
+// Dimension is one entry of `dimensions`: a built-in name, or a span
+// attribute with an optional default for spans without it (a bare string in
+// YAML is the name alone).
+type Dimension struct {
+	Name    string  `mapstructure:"name"`
+	Default *string `mapstructure:"default"`
+}
+
+// UnmarshalText reads the short form, a bare name.
+func (d *Dimension) UnmarshalText(b []byte) error {
+	d.Name = string(b)
+	return nil
 }
 
 // HistogramConfig is the `histogram` section.
@@ -216,10 +233,18 @@ func (c *Config) Validate() error {
 	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
 		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
 	}
+	spanDims := 0
 	for _, d := range c.Dimensions {
-		if _, ok := dimensionOf(d); !ok {
-			errs = errors.Join(errs, fmt.Errorf("dimensions: unknown dimension %q, want one of service, upstream, target, consumer, response_source", d))
+		if _, ok := dimensionOf(d.Name); ok {
+			continue
 		}
+		spanDims++
+		if !strings.Contains(d.Name, ".") || strings.HasPrefix(d.Name, ".") || strings.HasSuffix(d.Name, ".") {
+			errs = errors.Join(errs, fmt.Errorf("dimensions: unknown dimension %q, want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)", d.Name))
+		}
+	}
+	if spanDims > gateway.MaxSpanDimensions {
+		errs = errors.Join(errs, fmt.Errorf("dimensions: at most %d span attributes, got %d", gateway.MaxSpanDimensions, spanDims))
 	}
 	if c.CollectorLabel != "" && !model.LegacyValidation.IsValidLabelName(c.CollectorLabel) {
 		errs = errors.Join(errs, fmt.Errorf("collector_label must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*), got %q", c.CollectorLabel))
@@ -281,10 +306,12 @@ func dimensionOf(name string) (func(*dimensions), bool) {
 
 func (c *Config) dimensions() dimensions {
 	d := dimensions{preferName: c.PreferName, node: c.NodeLabel != ""}
-	for _, name := range c.Dimensions {
-		if set, ok := dimensionOf(name); ok {
+	for _, dim := range c.Dimensions {
+		if set, ok := dimensionOf(dim.Name); ok {
 			set(&d)
+			continue
 		}
+		d.span = append(d.span, spanDimension{name: dim.Name, key: gateway.RegisterAttribute(dim.Name), def: dim.Default})
 	}
 	return d
 }

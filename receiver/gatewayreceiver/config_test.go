@@ -38,7 +38,7 @@ func TestConfig(t *testing.T) {
 			}
 		}},
 		{file: "bad_profile.yaml", wantError: `profile must be "otel", "kong" or "apisix", got "nginx"`},
-		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source`},
+		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)`},
 		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},
 		{file: "bad_max_series.yaml", wantError: "max_series must be 0 (no limit) or positive, got -1"},
 		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, got "traefik"`},

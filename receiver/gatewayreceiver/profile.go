@@ -22,11 +22,12 @@ type tupleKey struct {
 	consumer, workspace string
 	host, uri           string // APISIX matched_host, matched_uri
 	source              gateway.Source
-	provider, model     string // GenAI
-	clientModel         string // APISIX request_llm_model
-	node                string // the reporting gateway node (node_label)
-	stream              bool   // APISIX request_type ai_stream
-	overflow            bool   // the otel.metric.overflow tuple
+	provider, model     string                            // GenAI
+	clientModel         string                            // APISIX request_llm_model
+	node                string                            // the reporting gateway node (node_label)
+	dims                [gateway.MaxSpanDimensions]string // span dimensions (otel)
+	stream              bool                              // APISIX request_type ai_stream
+	overflow            bool                              // the otel.metric.overflow tuple
 }
 
 // measure is what a family records from an event.
@@ -112,6 +113,7 @@ type family struct {
 	name, unit, desc string
 	hist             bool
 	double           bool      // a sum of fractional values (cost); else whole numbers
+	spanDims         bool      // its labels include the span dimensions (otel)
 	bounds           []float64 // histogram bucket upper bounds, in emitted units
 	scale            float64   // emitted value = recorded value × scale (ms → s)
 	measure          measure
@@ -196,6 +198,26 @@ type dimensions struct {
 	preferName bool
 	// node: the kong and apisix profiles keep the reporting node (node_label).
 	node bool
+	// span are the span-attribute dimensions of the otel profile, in
+	// config order (their values are Event.Dims).
+	span []spanDimension
+}
+
+// spanKeys are the attribute keys of the span dimensions, for the span
+// counters.
+func (d *dimensions) spanKeys() []gateway.AttrKey {
+	var keys []gateway.AttrKey
+	for _, sd := range d.span {
+		keys = append(keys, sd.key)
+	}
+	return keys
+}
+
+// spanDimension is one span attribute kept as a dimension.
+type spanDimension struct {
+	name string
+	key  gateway.AttrKey
+	def  *string // written when the span has no value; nil: no label
 }
 
 // helpers

@@ -34,6 +34,13 @@ func otelKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	if d.source {
 		k.source = e.Source
 	}
+	for i, sd := range d.span {
+		if v := e.Dims[i]; v != "" {
+			k.dims[i] = v
+		} else if sd.def != nil {
+			k.dims[i] = *sd.def
+		}
+	}
 	return k, true
 }
 
@@ -86,17 +93,17 @@ var otelProfile = profile{
 	key:    otelKey,
 	families: []family{
 		{name: "gateway.requests", unit: "{request}", desc: "Requests proxied by the gateway.",
-			measure: measureCount, project: otelProxy, labels: otelLabels},
+			measure: measureCount, project: otelProxy, labels: otelLabels, spanDims: true},
 		{name: "http.server.request.duration", unit: "s", desc: "Duration of requests as the gateway saw them.",
-			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureTotalMS, project: otelProxy, labels: otelLabels},
+			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureTotalMS, project: otelProxy, labels: otelLabels, spanDims: true},
 		{name: "gateway.upstream.duration", unit: "s", desc: "Time spent waiting for the upstream.",
-			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureUpstreamMS, project: otelProxy, labels: otelLabels},
+			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureUpstreamMS, project: otelProxy, labels: otelLabels, spanDims: true},
 		{name: "gateway.added.duration", unit: "s", desc: "Latency the gateway added (total minus upstream).",
-			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureGatewayMS, project: otelProxy, labels: otelLabels},
+			hist: true, bounds: semconvDurationBounds, scale: 1e-3, measure: measureGatewayMS, project: otelProxy, labels: otelLabels, spanDims: true},
 		{name: "gateway.bandwidth", unit: "By", desc: "Bytes received from and sent to clients.",
-			measure: measureRequestBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "receive", constAt: -1},
+			measure: measureRequestBytes, project: otelProxy, labels: otelLabels, spanDims: true, constKey: "network.io.direction", constVal: "receive", constAt: -1},
 		{name: "gateway.bandwidth", unit: "By", desc: "Bytes received from and sent to clients.",
-			measure: measureResponseBytes, project: otelProxy, labels: otelLabels, constKey: "network.io.direction", constVal: "transmit", constAt: -1},
+			measure: measureResponseBytes, project: otelProxy, labels: otelLabels, spanDims: true, constKey: "network.io.direction", constVal: "transmit", constAt: -1},
 		{name: "gateway.llm.requests", unit: "{request}", desc: "Requests carrying GenAI attributes, by provider and model.",
 			measure: measureLLMCount, project: otelLLM, labels: otelLLMLabels},
 		{name: "gateway.llm.duration", unit: "s", desc: "Upstream (provider) latency of GenAI requests.",

@@ -76,7 +76,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	if err != nil {
 		return nil, err
 	}
-	agg := newAggregator(profileByName(cfg.Profile).withDurationBounds(cfg.durationBounds()), cfg.dimensions(), cfg.limits())
+	dims := cfg.dimensions()
+	agg := newAggregator(profileByName(cfg.Profile).withDurationBounds(cfg.durationBounds()), dims, cfg.limits())
 	agg.identity = id
 	agg.nodeLabel = cfg.NodeLabel
 	return &gatewayReceiver{
@@ -87,7 +88,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		agg:       agg,
 		rates:     cfg.samplingRates(),
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
-		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect()) }},
+		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect(), dims.spanKeys()) }},
 	}, nil
 }
 
@@ -187,8 +188,8 @@ type exportScratch struct {
 	collect func(*gateway.Event)
 }
 
-func newScratch(detect gateway.Kind) *exportScratch {
-	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect}}
+func newScratch(detect gateway.Kind, dims []gateway.AttrKey) *exportScratch {
+	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect, Dimensions: dims}}
 	s.collect = func(e *gateway.Event) { s.events = append(s.events, *e) }
 	return s
 }

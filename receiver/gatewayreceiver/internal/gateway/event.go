@@ -26,6 +26,10 @@ import (
 	"strings"
 )
 
+// MaxSpanDimensions bounds the span attributes a receiver can add as
+// dimensions (each widens every label tuple).
+const MaxSpanDimensions = 4
+
 // Source says who produced the response the client got.
 type Source uint8
 
@@ -85,6 +89,9 @@ type Event struct {
 	// client; Unknown when absent.
 	RequestSize, ResponseSize int64
 	GenAI                     GenAI
+	// Dims are the values of the configured span dimensions
+	// (SpanCounter.Dimensions), "" where the span has none.
+	Dims [MaxSpanDimensions]string
 	// TraceID and SpanID are the root span's, zero for a log entry: a
 	// histogram keeps them as the exemplar of the bucket the request fell in.
 	TraceID [16]byte

@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/base64"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
 // The span mappers do not read pdata or protobuf directly: both inputs are
@@ -132,15 +134,20 @@ func lookupAttrKey(k string) attrKey {
 	case attrGenAIOutput:
 		return akGenAIOutput
 	}
-	if len(extraAttrs) > 0 {
-		return extraAttrs[k] // akNone when absent
+	if m := extraAttrs.Load(); m != nil {
+		return (*m)[k] // akNone when absent
 	}
 	return akNone
 }
 
-// extraAttrs are the attributes a gateway's home registered beyond the
-// built-in vocabulary (registerAttr); the switch above misses them.
-var extraAttrs map[string]attrKey
+// extraAttrs are the attributes registered beyond the built-in vocabulary
+// (registerAttr: a gateway's home; RegisterAttribute: span dimensions of a
+// receiver's config), which the switch above misses. Copy on write: a
+// lookup is one atomic load, and registering never races a decoder.
+var (
+	extraAttrs  atomic.Pointer[map[string]attrKey]
+	extraAttrMu sync.Mutex
+)
 
 // akExtra is the first key registerAttr hands out.
 const akExtra attrKey = 128
@@ -153,16 +160,35 @@ func registerAttr(name string) attrKey {
 	if k := lookupAttrKey(name); k != akNone {
 		return k
 	}
-	if extraAttrs == nil {
-		extraAttrs = make(map[string]attrKey)
+	extraAttrMu.Lock()
+	defer extraAttrMu.Unlock()
+	old := map[string]attrKey{}
+	if m := extraAttrs.Load(); m != nil {
+		old = *m
 	}
-	k := akExtra + attrKey(len(extraAttrs))
+	if k, ok := old[name]; ok {
+		return k
+	}
+	k := akExtra + attrKey(len(old))
 	if k < akExtra {
 		panic("gateway: more than 128 registered attributes")
 	}
-	extraAttrs[name] = k
+	next := make(map[string]attrKey, len(old)+1)
+	for n, v := range old {
+		next[n] = v
+	}
+	next[name] = k
+	extraAttrs.Store(&next)
 	return k
 }
+
+// AttrKey names a span attribute the span reduction keeps.
+type AttrKey = attrKey
+
+// RegisterAttribute makes span reduction keep the attribute name (for a
+// configured span dimension) and returns its key; at most 128 names can be
+// registered in one process. Safe while spans are being decoded.
+func RegisterAttribute(name string) AttrKey { return registerAttr(name) }
 
 // valueType mirrors the pcommon value types the mappers tell apart.
 type valueType uint8

@@ -1,5 +1,10 @@
 package gateway
 
+import (
+	"math"
+	"strconv"
+)
+
 // Attribute names read from spans (docs/gateways.md §1a, §2a, §3b, §5).
 // Gateways still emit the pre-1.23 HTTP semantic-convention names (Kong OSS,
 // Envoy), newer ones the stable names (APISIX ≥ 3.16 sends both), so most
@@ -37,6 +42,12 @@ const (
 // It keeps scratch state between calls so a steady stream allocates nothing;
 // it is not safe for concurrent use, so give each goroutine its own.
 type SpanCounter struct {
+	// Dimensions are span attributes (RegisterAttribute) whose values the
+	// root span's event carries in Dims, at most MaxSpanDimensions.
+	Dimensions []AttrKey
+	// dimBuf holds the text of non-string dimension values of the call.
+	dimBuf []byte
+
 	// Detect forces the gateway kind; KindAuto (the zero value) detects it
 	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
 	// resource service.name APISIX) is APISIX, a root span with Envoy's
@@ -102,6 +113,9 @@ func (c *SpanCounter) endResource() int {
 		c.events = append(c.events, gw)
 		c.lastTry = append(c.lastTry, -1)
 		mapRoot(&c.events[len(c.events)-1], kind, span, a)
+		if len(c.Dimensions) > 0 {
+			c.readDims(&c.events[len(c.events)-1], a)
+		}
 	}
 	if hasChildren && len(c.events) > first {
 		c.completeFromChildren(first)
@@ -113,8 +127,36 @@ func (c *SpanCounter) endResource() int {
 
 // start begins a call, dropping what a refused one left.
 func (c *SpanCounter) start() {
+	c.dimBuf = c.dimBuf[:0]
 	c.events = c.events[:0]
 	c.lastTry = c.lastTry[:0]
+}
+
+// readDims fills e.Dims from the root span's attributes: strings as they
+// are, booleans and numbers as text (written into dimBuf, which the event
+// borrows like the input), other types as absent.
+func (c *SpanCounter) readDims(e *Event, a attrs) {
+	for i, k := range c.Dimensions[:min(len(c.Dimensions), MaxSpanDimensions)] {
+		v, ok := a.get(k)
+		if !ok {
+			continue
+		}
+		start := len(c.dimBuf)
+		switch v.typ {
+		case vStr:
+			e.Dims[i] = v.str
+			continue
+		case vBool:
+			c.dimBuf = strconv.AppendBool(c.dimBuf, v.num == 1)
+		case vInt:
+			c.dimBuf = strconv.AppendInt(c.dimBuf, int64(v.num), 10)
+		case vDouble:
+			c.dimBuf = strconv.AppendFloat(c.dimBuf, math.Float64frombits(v.num), 'g', -1, 64)
+		default:
+			continue
+		}
+		e.Dims[i] = borrow(c.dimBuf[start:])
+	}
 }
 
 // maxKeptRecords bounds the span records (and attributes) a counter keeps
@@ -128,6 +170,7 @@ const maxKeptRecords = 1 << 14
 // maxKeptRecords are dropped. Call it before pooling the counter.
 func (c *SpanCounter) Release() {
 	c.events, c.spans, c.attrs, c.res = releaseSlice(c.events), releaseSlice(c.spans), releaseSlice(c.attrs), releaseSlice(c.res)
+	c.dimBuf = releaseSlice(c.dimBuf)
 	c.lastTry = c.lastTry[:0]
 }
 
