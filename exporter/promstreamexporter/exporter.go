@@ -82,6 +82,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			KeepEmptyLabels: cfg.KeepEmptyLabels,
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
+			Timestamps:      cfg.SendTimestamps,
 		}),
 		namer:       newNamer(cfg),
 		slots:       make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
