@@ -89,7 +89,9 @@ var (
 
 // Register adds a format and returns it. It is meant for package
 // initialization (a format file's var) and is not safe for concurrent use,
-// nor after the first Negotiate. It panics on a spec without a name, media
+// nor once a Negotiator exists (the first Negotiate builds one; each
+// exporter builds its own): a Negotiator keeps the formats registered when it
+// was made. It panics on a spec without a name, media
 // type or body writer, on a second default, and past 255 formats: each is a
 // programming error in a constant table.
 func Register(s Spec) Format {
