@@ -5,8 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/featuregate"
 )
 
 const (
@@ -67,13 +74,38 @@ type Config struct {
 	// ConstLabels are added to every series.
 	ConstLabels map[string]string `mapstructure:"const_labels"`
 	// TranslationStrategy is how OTel names become Prometheus names; see the
-	// README. Default UnderscoreEscapingWithSuffixes.
+	// README. When empty (the default), add_metric_suffixes decides as in
+	// the contrib exporter, which means UnderscoreEscapingWithSuffixes with
+	// the contrib feature gates at their defaults (translationStrategy).
 	TranslationStrategy string `mapstructure:"translation_strategy"`
+	// AddMetricSuffixes is the contrib exporter's deprecated switch, read
+	// only when TranslationStrategy is empty and the contrib feature gate
+	// exporter.prometheusexporter.DisableAddMetricSuffixes is off (it is on
+	// by default): false then means UnderscoreEscapingWithoutSuffixes.
+	// Default true.
+	AddMetricSuffixes bool `mapstructure:"add_metric_suffixes"`
 	// WithoutScopeInfo drops the otel_scope_* labels.
 	WithoutScopeInfo bool `mapstructure:"without_scope_info"`
-	// ResourceToTelemetryConversion copies every resource attribute onto
-	// every series as a label.
-	ResourceToTelemetryConversion ResourceToTelemetryConfig `mapstructure:"resource_to_telemetry_conversion"`
+	// ResourceConstantLabels selects the resource attributes copied onto
+	// every series of their resource as labels (the contrib exporter's
+	// option: included / excluded patterns with * and ?).
+	ResourceConstantLabels ResourceAttributesConfig `mapstructure:"resource_constant_labels"`
+	// ResourceToTelemetryConversion is the contrib exporter's deprecated
+	// form of ResourceConstantLabels (enabled: every resource attribute);
+	// it is used only when ResourceConstantLabels is empty.
+	ResourceToTelemetryConversion ResourceAttributesConfig `mapstructure:"resource_to_telemetry_conversion"`
+
+	// EnableOpenMetrics: nil (absent, the default) negotiates OpenMetrics
+	// like every other format; false never serves it (a scraper asking for
+	// it gets protobuf or text), as the contrib exporter's default does;
+	// true negotiates it.
+	EnableOpenMetrics *bool `mapstructure:"enable_open_metrics"`
+	// SendTimestamps writes each sample's point timestamp (milliseconds in
+	// the Prometheus text formats and protobuf, seconds in OpenMetrics).
+	SendTimestamps bool `mapstructure:"send_timestamps"`
+	// SendingQueue is accepted for contrib configurations only disabled:
+	// promstream stores every batch synchronously and has no queue.
+	SendingQueue configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 
 	// LabelOrder is sorted (by name, the default) or as_received (context
 	// labels, then the point's attributes in their order): what a gateway's
@@ -91,9 +123,61 @@ type Config struct {
 	_ struct{}
 }
 
-// ResourceToTelemetryConfig mirrors the contrib exporter's option.
-type ResourceToTelemetryConfig struct {
+// ResourceAttributesConfig mirrors the contrib exporter's
+// resourcetotelemetry.Settings, the type of both resource_constant_labels
+// and resource_to_telemetry_conversion.
+type ResourceAttributesConfig struct {
+	// Included are patterns of resource attribute keys to copy ('*' any
+	// sequence, '?' any one character, no escaping). With Included empty
+	// and Excluded not, every attribute Excluded does not match is copied.
+	Included []string `mapstructure:"included"`
+	// Excluded are patterns of keys never copied, whatever Included says.
+	Excluded []string `mapstructure:"excluded"`
+	// Enabled copies every resource attribute (deprecated in the contrib
+	// exporter; refused under resource_constant_labels).
 	Enabled bool `mapstructure:"enabled"`
+	// ExcludeServiceAttributes, with Enabled, leaves out service.name,
+	// service.namespace and service.instance.id (deprecated likewise).
+	ExcludeServiceAttributes bool `mapstructure:"exclude_service_attributes"`
+}
+
+// isEmpty is resourcetotelemetry.Settings.IsEmpty.
+func (s *ResourceAttributesConfig) isEmpty() bool {
+	return !s.Enabled && !s.ExcludeServiceAttributes && len(s.Included) == 0 && len(s.Excluded) == 0
+}
+
+// validate is resourcetotelemetry.Settings.Validate, with its messages.
+func (s *ResourceAttributesConfig) validate(key string) error {
+	if (s.Enabled || s.ExcludeServiceAttributes) && (len(s.Included) > 0 || len(s.Excluded) > 0) {
+		return fmt.Errorf("%s: cannot configure both legacy enabled/exclude_service_attributes and included/excluded patterns; enabled and exclude_service_attributes are deprecated", key)
+	}
+	return nil
+}
+
+// Feature gates of the contrib prometheus exporter that change what its
+// options mean. promstream reads them when the binary registers them (a
+// distribution that also includes that exporter, where the command line can
+// set them) and otherwise takes their defaults, the only values a
+// distribution without it can have.
+const (
+	// gateDisableAddMetricSuffixes (beta, on by default since v0.132.0):
+	// add_metric_suffixes is ignored.
+	gateDisableAddMetricSuffixes = "exporter.prometheusexporter.DisableAddMetricSuffixes"
+	// gateDisableResourceToTelemetry (alpha, off by default):
+	// resource_to_telemetry_conversion is refused.
+	gateDisableResourceToTelemetry = "exporter.prometheus.DisableResourceToTelemetryConversion"
+)
+
+// gateEnabled reads a feature gate from the global registry, or returns def
+// when no component registered it.
+func gateEnabled(id string, def bool) bool {
+	enabled := def
+	featuregate.GlobalRegistry().VisitAll(func(g *featuregate.Gate) {
+		if g.ID() == id {
+			enabled = g.IsEnabled()
+		}
+	})
+	return enabled
 }
 
 func createDefaultConfig() *Config {
@@ -106,9 +190,10 @@ func createDefaultConfig() *Config {
 		MaxSeries:            defaultMaxSeries,
 		MaxConcurrentScrapes: defaultMaxScrapes,
 		ShutdownGrace:        defaultShutdownGrace,
-		TranslationStrategy:  underscoreEscapingWithSuffixes,
+		AddMetricSuffixes:    true,
 		LabelOrder:           labelOrderSorted,
 		TextBucketFormat:     bucketFormatCanonical,
+		SendingQueue:         configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
 	}
 }
 
@@ -119,7 +204,7 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, errors.New("endpoint must not be empty"))
 	}
 	if c.MetricExpiration <= 0 {
-		errs = errors.Join(errs, fmt.Errorf("metric_expiration must be positive, got %v", c.MetricExpiration))
+		errs = errors.Join(errs, fmt.Errorf("metric_expiration must be positive, got %v (0 makes the contrib exporter serve nothing: every series has expired by the time a scrape reads it)", c.MetricExpiration))
 	}
 	if c.MaxSeries < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_series must not be negative, got %d", c.MaxSeries))
@@ -131,7 +216,7 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf("max_concurrent_scrapes must be positive, got %d", c.MaxConcurrentScrapes))
 	}
 	switch c.TranslationStrategy {
-	case underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation:
+	case "", underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation:
 	default:
 		errs = errors.Join(errs, fmt.Errorf("translation_strategy %q is not one of %s, %s, %s, %s", c.TranslationStrategy,
 			underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation))
@@ -142,23 +227,189 @@ func (c *Config) Validate() error {
 	if c.TextBucketFormat != bucketFormatCanonical && c.TextBucketFormat != bucketFormatShortest {
 		errs = errors.Join(errs, fmt.Errorf("text_bucket_format must be %q or %q, got %q", bucketFormatCanonical, bucketFormatShortest, c.TextBucketFormat))
 	}
-	if c.Namespace != "" && !model.LegacyValidation.IsValidMetricName(c.Namespace) {
-		errs = errors.Join(errs, fmt.Errorf("namespace %q is not a valid Prometheus metric name prefix", c.Namespace))
+	if c.Namespace != "" && c.namespace() == "" {
+		errs = errors.Join(errs, fmt.Errorf("namespace %q has no character valid in a Prometheus metric name", c.Namespace))
 	}
 	for name := range c.ConstLabels {
-		if !model.LegacyValidation.IsValidLabelName(name) || len(name) >= 2 && name[:2] == "__" {
+		if name == "" || strings.HasPrefix(c.constLabelName(name), "__") || !utf8.ValidString(name) {
 			errs = errors.Join(errs, fmt.Errorf("const_labels: %q is not a valid Prometheus label name", name))
 		}
 	}
+	// The contrib exporter's own rules and messages for its resource
+	// options (exporter/prometheusexporter config.go, v0.165.1).
+	if c.ResourceConstantLabels.Enabled || c.ResourceConstantLabels.ExcludeServiceAttributes {
+		errs = errors.Join(errs, errors.New("enabled and exclude_service_attributes are not supported under resource_constant_labels; use included and excluded instead"))
+	}
+	if gateEnabled(gateDisableResourceToTelemetry, false) {
+		if !c.ResourceToTelemetryConversion.isEmpty() {
+			errs = errors.Join(errs, errors.New("resource_to_telemetry_conversion is disabled by the exporter.prometheus.DisableResourceToTelemetryConversion feature gate; use resource_constant_labels instead"))
+		}
+	} else if !c.ResourceToTelemetryConversion.isEmpty() && !c.ResourceConstantLabels.isEmpty() {
+		errs = errors.Join(errs, errors.New("cannot configure both resource_to_telemetry_conversion and resource_constant_labels; resource_to_telemetry_conversion is deprecated"))
+	}
+	errs = errors.Join(errs, c.ResourceToTelemetryConversion.validate("resource_to_telemetry_conversion"),
+		c.ResourceConstantLabels.validate("resource_constant_labels"))
+	if c.SendingQueue.HasValue() {
+		errs = errors.Join(errs, errors.New("sending_queue: promstream has no sending queue (it stores every batch in its series table synchronously, a memory write that cannot fail transiently, so a queue would only delay what scrapes see and hold a second copy of it; the contrib exporter marks the queue as unused by a pull exporter too): remove sending_queue or set enabled: false"))
+	}
 	return errs
+}
+
+// translationStrategy is the strategy in effect, with the contrib
+// exporter's precedence (collector.go getTranslationConfiguration): an
+// explicit translation_strategy; else, with the feature gate
+// DisableAddMetricSuffixes on (its default), UnderscoreEscapingWithSuffixes;
+// else add_metric_suffixes (false: UnderscoreEscapingWithoutSuffixes).
+func (c *Config) translationStrategy() string {
+	switch {
+	case c.TranslationStrategy != "":
+		return c.TranslationStrategy
+	case gateEnabled(gateDisableAddMetricSuffixes, true) || c.AddMetricSuffixes:
+		return underscoreEscapingWithSuffixes
+	default:
+		return underscoreEscapingWithoutSuffixes
+	}
+}
+
+// addMetricSuffixesIgnored reports whether add_metric_suffixes: false was
+// set but has no effect (the exporter logs it).
+func (c *Config) addMetricSuffixesIgnored() bool {
+	return !c.AddMetricSuffixes && c.translationStrategy() == underscoreEscapingWithSuffixes
+}
+
+// resourceLabels is the resource attribute selection in effect, as the
+// contrib exporter's factory picks it: resource_constant_labels, else the
+// deprecated resource_to_telemetry_conversion (unless its feature gate
+// disables it). deprecated reports the latter.
+func (c *Config) resourceLabels() (sel ResourceAttributesConfig, deprecated bool) {
+	if c.ResourceConstantLabels.isEmpty() && !gateEnabled(gateDisableResourceToTelemetry, false) && !c.ResourceToTelemetryConversion.isEmpty() {
+		return c.ResourceToTelemetryConversion, true
+	}
+	return c.ResourceConstantLabels, false
+}
+
+// namespace is the metric name prefix. Under the underscore-escaping
+// strategies it is escaped as the contrib exporter's scrapers see it:
+// characters outside [a-zA-Z0-9:_] become '_' (the contrib exporter writes
+// "test-space_x" and its default escaping sends "test_space_x"), and a
+// leading digit gets a '_' before it, as otlptranslator does to a whole
+// name. The UTF-8 strategies keep it as it is. "" when nothing valid
+// remains.
+func (c *Config) namespace() string {
+	if c.Namespace == "" || c.utf8Allowed() {
+		return c.Namespace
+	}
+	ns := c.Namespace
+	if ns[0] >= '0' && ns[0] <= '9' {
+		ns = "_" + ns
+	}
+	ns = model.EscapeName(ns, model.UnderscoreEscaping)
+	if strings.Trim(ns, "_") == "" {
+		return ""
+	}
+	return ns
+}
+
+// constLabelName is a const_labels name as it is written: unchanged under
+// the UTF-8 strategies, else escaped with underscores, as the contrib
+// exporter's default escaping sends it ("another label" → another_label).
+func (c *Config) constLabelName(name string) string {
+	if c.utf8Allowed() || model.LegacyValidation.IsValidLabelName(name) {
+		return name
+	}
+	return strings.ReplaceAll(model.EscapeName(name, model.UnderscoreEscaping), ":", "_")
 }
 
 // withSuffixes and utf8Allowed read the translation strategy as the contrib
 // exporter does.
 func (c *Config) withSuffixes() bool {
-	return c.TranslationStrategy == underscoreEscapingWithSuffixes || c.TranslationStrategy == noUTF8EscapingWithSuffixes
+	s := c.translationStrategy()
+	return s == underscoreEscapingWithSuffixes || s == noUTF8EscapingWithSuffixes
 }
 
 func (c *Config) utf8Allowed() bool {
-	return c.TranslationStrategy == noUTF8EscapingWithSuffixes || c.TranslationStrategy == noTranslation
+	s := c.translationStrategy()
+	return s == noUTF8EscapingWithSuffixes || s == noTranslation
+}
+
+// resourceMatcher is resourcetotelemetry's resourceAttributeMatcher: which
+// resource attribute keys become labels.
+type resourceMatcher struct {
+	all, none              bool
+	hasIncluded            bool
+	included, excluded     map[string]struct{}
+	includedRe, excludedRe []*regexp.Regexp
+}
+
+func newResourceMatcher(sel ResourceAttributesConfig) *resourceMatcher {
+	m := &resourceMatcher{included: map[string]struct{}{}, excluded: map[string]struct{}{}}
+	switch {
+	case len(sel.Included) > 0 || len(sel.Excluded) > 0:
+		// Patterns win over the legacy switch.
+	case sel.Enabled && sel.ExcludeServiceAttributes:
+		sel.Excluded = []string{"service.name", "service.instance.id", "service.namespace"}
+	case sel.Enabled:
+		m.all = true
+		return m
+	default:
+		m.none = true
+		return m
+	}
+	if len(sel.Included) == 1 && sel.Included[0] == "*" && len(sel.Excluded) == 0 {
+		m.all = true
+		return m
+	}
+	m.hasIncluded = len(sel.Included) > 0
+	for _, p := range sel.Included {
+		if strings.ContainsAny(p, "*?") {
+			m.includedRe = append(m.includedRe, globToRegexp(p))
+		} else {
+			m.included[p] = struct{}{}
+		}
+	}
+	for _, p := range sel.Excluded {
+		if strings.ContainsAny(p, "*?") {
+			m.excludedRe = append(m.excludedRe, globToRegexp(p))
+		} else {
+			m.excluded[p] = struct{}{}
+		}
+	}
+	return m
+}
+
+// globToRegexp is resourcetotelemetry's: '*' any sequence, '?' any one
+// character, everything else literal; it always compiles.
+func globToRegexp(pattern string) *regexp.Regexp {
+	quoted := regexp.QuoteMeta(pattern)
+	return regexp.MustCompile("(?s)^" + strings.ReplaceAll(strings.ReplaceAll(quoted, `\*`, `.*`), `\?`, `.`) + "$")
+}
+
+// matches reports whether the resource attribute key becomes a label.
+func (m *resourceMatcher) matches(key string) bool {
+	switch {
+	case m.all:
+		return true
+	case m.none:
+		return false
+	}
+	if _, ok := m.excluded[key]; ok {
+		return false
+	}
+	for _, re := range m.excludedRe {
+		if re.MatchString(key) {
+			return false
+		}
+	}
+	if !m.hasIncluded {
+		return true // only exclusions: every other attribute
+	}
+	if _, ok := m.included[key]; ok {
+		return true
+	}
+	for _, re := range m.includedRe {
+		if re.MatchString(key) {
+			return true
+		}
+	}
+	return false
 }

@@ -24,6 +24,17 @@ func TestConfig(t *testing.T) {
 	full.KeepEmptyLabels = true
 	full.TextBucketFormat = bucketFormatShortest
 	full.ShutdownGrace = 5 * time.Second
+	contrib := createDefaultConfig()
+	contrib.ServerConfig.NetAddr.Endpoint = "0.0.0.0:9464"
+	contrib.Namespace = "test-space"
+	contrib.ConstLabels = map[string]string{"label1": "value1", "another label": "spaced value"}
+	contrib.SendTimestamps = true
+	contrib.MetricExpiration = time.Hour
+	contrib.EnableOpenMetrics = new(false)
+	contrib.WithoutScopeInfo = true
+	contrib.AddMetricSuffixes = false
+	contrib.TranslationStrategy = underscoreEscapingWithoutSuffixes
+	contrib.ResourceConstantLabels = ResourceAttributesConfig{Included: []string{"service.*", "k8s.pod.name"}, Excluded: []string{"service.instance.id"}}
 	cases := []struct {
 		file    string
 		want    *Config
@@ -31,14 +42,19 @@ func TestConfig(t *testing.T) {
 	}{
 		{file: "default.yaml", want: createDefaultConfig()},
 		{file: "full.yaml", want: full},
-		{file: "invalid_expiration.yaml", wantErr: "metric_expiration must be positive, got 0s"},
+		{file: "contrib_keys.yaml", want: contrib},
+		{file: "queue_enabled.yaml", wantErr: "sending_queue: promstream has no sending queue (it stores every batch in its series table synchronously, a memory write that cannot fail transiently, so a queue would only delay what scrapes see and hold a second copy of it; the contrib exporter marks the queue as unused by a pull exporter too): remove sending_queue or set enabled: false"},
+		{file: "constant_labels_enabled.yaml", wantErr: "enabled and exclude_service_attributes are not supported under resource_constant_labels; use included and excluded instead"},
+		{file: "both_resource_options.yaml", wantErr: "cannot configure both resource_to_telemetry_conversion and resource_constant_labels; resource_to_telemetry_conversion is deprecated"},
+		{file: "legacy_and_patterns.yaml", wantErr: "resource_to_telemetry_conversion: cannot configure both legacy enabled/exclude_service_attributes and included/excluded patterns; enabled and exclude_service_attributes are deprecated"},
+		{file: "invalid_expiration.yaml", wantErr: "metric_expiration must be positive, got 0s (0 makes the contrib exporter serve nothing: every series has expired by the time a scrape reads it)"},
 		{file: "empty_endpoint.yaml", wantErr: "endpoint must not be empty"},
 		{file: "bad_strategy.yaml", wantErr: `translation_strategy "Legacy" is not one of UnderscoreEscapingWithSuffixes, UnderscoreEscapingWithoutSuffixes, NoUTF8EscapingWithSuffixes, NoTranslation`},
 		{file: "zero_scrapes.yaml", wantErr: "max_concurrent_scrapes must be positive, got 0"},
 		{file: "negative_max_series.yaml", wantErr: "max_series must not be negative, got -1"},
 		{file: "negative_shutdown_grace.yaml", wantErr: "shutdown_grace must not be negative, got -1s"},
-		{file: "bad_namespace.yaml", wantErr: `namespace "9lives" is not a valid Prometheus metric name prefix`},
-		{file: "bad_const_label.yaml", wantErr: `const_labels: "bad-name" is not a valid Prometheus label name`},
+		{file: "bad_namespace.yaml", wantErr: `namespace "-.-" has no character valid in a Prometheus metric name`},
+		{file: "bad_const_label.yaml", wantErr: `const_labels: "__reserved" is not a valid Prometheus label name`},
 		{file: "bad_label_order.yaml", wantErr: `label_order must be "sorted" or "as_received", got "random"`},
 		{file: "bad_bucket_format.yaml", wantErr: `text_bucket_format must be "canonical" or "shortest", got "padded"`},
 	}
@@ -48,6 +64,10 @@ func TestConfig(t *testing.T) {
 			if !testutil.CheckError(t, testutil.LoadConfig(t, filepath.Join("testdata", "config", c.file), cfg), c.wantErr) {
 				return
 			}
+			if cfg.SendingQueue.HasValue() {
+				t.Fatal("sending_queue enabled")
+			}
+			cfg.SendingQueue = c.want.SendingQueue // disabled: its settings do not matter
 			if !reflect.DeepEqual(cfg, c.want) {
 				t.Errorf("got %+v\nwant %+v", cfg, c.want)
 			}

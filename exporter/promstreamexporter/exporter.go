@@ -60,6 +60,9 @@ type promStreamExporter struct {
 	points pointWriter
 	// scrapeAttrs are the scrape telemetry's attributes per format.
 	scrapeAttrs scrapeAttrs
+	// negotiator picks a scrape's format among those enable_open_metrics
+	// allows.
+	negotiator *exposition.Negotiator
 
 	// generation counts the batches stored; readGen is the highest
 	// generation a scrape started at and completed (outcome ok), so it
@@ -79,11 +82,20 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			KeepEmptyLabels: cfg.KeepEmptyLabels,
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
+			Timestamps:      cfg.SendTimestamps,
 		}),
 		namer:       newNamer(cfg),
 		slots:       make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
 		scrapeAttrs: newScrapeAttrs(),
+		negotiator:  exposition.NewNegotiator(cfg.EnableOpenMetrics == nil || *cfg.EnableOpenMetrics),
 		scraped:     make(chan struct{}, 1),
+	}
+	if _, deprecated := cfg.resourceLabels(); deprecated {
+		set.Logger.Warn("resource_to_telemetry_conversion is deprecated; use resource_constant_labels instead")
+	}
+	if cfg.addMetricSuffixesIgnored() {
+		set.Logger.Warn("add_metric_suffixes is deprecated and ignored (as in the contrib prometheus exporter, whose feature gate " +
+			gateDisableAddMetricSuffixes + " is on by default); set translation_strategy: UnderscoreEscapingWithoutSuffixes instead")
 	}
 	for range cfg.MaxConcurrentScrapes {
 		e.slots <- new(scrapeSlot) // buffers are made on first use

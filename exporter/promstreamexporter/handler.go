@@ -54,7 +54,7 @@ func newScrapeAttrs() scrapeAttrs {
 // body never ends cleanly: a scraper must see a failed scrape, never a
 // valid-looking truncated one.
 func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	neg := exposition.Negotiate(r.Header)
+	neg := e.negotiator.Negotiate(r.Header)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, r.Method+" not allowed on "+metricsPath+", use GET", http.StatusMethodNotAllowed)

@@ -33,6 +33,9 @@ type namer struct {
 	contexts       map[uint64][]*labelContext
 	constLabels    []exposition.Label
 	targetInfoName string
+	// resourceLabels selects the resource attributes copied onto series
+	// (resource_constant_labels, or resource_to_telemetry_conversion).
+	resourceLabels *resourceMatcher
 }
 
 // familyKey is what an OTel metric's Prometheus family depends on.
@@ -51,10 +54,14 @@ type familyRef struct {
 
 // resourceLabels is what one resource contributes to its series' labels.
 type resourceLabels struct {
-	attrs          pcommon.Map // owned copy, to confirm hash hits
-	hash           uint64
-	labels         []exposition.Label // job, instance, converted attributes, const labels
-	targetInfo     *series.Context    // nil without both job and instance
+	attrs  pcommon.Map // owned copy, to confirm hash hits
+	hash   uint64
+	labels []exposition.Label // job, instance, copied attributes, const labels
+	// copied are the keys of the resource attributes copied into labels:
+	// a point attribute with one of these keys is left out, because the
+	// contrib exporter copies resource attributes over the point's.
+	copied         []string
+	targetInfo     *series.Context // nil without both job and instance
 	targetInfoHash uint64
 	lastUsed       int64
 }
@@ -73,10 +80,12 @@ type labelContext struct {
 }
 
 func newNamer(cfg *Config) *namer {
+	sel, _ := cfg.resourceLabels()
 	n := &namer{
-		cfg: cfg,
+		cfg:            cfg,
+		resourceLabels: newResourceMatcher(sel),
 		metricNamer: otlptranslator.MetricNamer{
-			Namespace:          cfg.Namespace,
+			Namespace:          cfg.namespace(),
 			WithMetricSuffixes: cfg.withSuffixes(),
 			UTF8Allowed:        cfg.utf8Allowed(),
 		},
@@ -89,12 +98,14 @@ func newNamer(cfg *Config) *namer {
 		contexts:       make(map[uint64][]*labelContext),
 		targetInfoName: otlptranslator.TargetInfoMetricName,
 	}
-	if cfg.Namespace != "" {
-		n.targetInfoName = cfg.Namespace + "_" + n.targetInfoName
+	if ns := cfg.namespace(); ns != "" {
+		n.targetInfoName = ns + "_" + n.targetInfoName
 	}
 	for k, v := range cfg.ConstLabels {
-		n.constLabels = append(n.constLabels, exposition.Label{Name: k, Value: v})
+		n.constLabels = append(n.constLabels, exposition.Label{Name: cfg.constLabelName(k), Value: v})
 	}
+	// Sorted, so that label_order: as_received writes them in one order.
+	n.constLabels = sortLabels(n.constLabels)
 	return n
 }
 
@@ -154,8 +165,14 @@ func (n *namer) resource(attrs pcommon.Map, now int64) *resourceLabels {
 	if instance != "" {
 		r.labels = append(r.labels, exposition.Label{Name: "instance", Value: instance})
 	}
-	if n.cfg.ResourceToTelemetryConversion.Enabled {
-		r.labels = n.appendAttrs(r.labels, attrs, "")
+	for k, v := range attrs.All() {
+		if !n.resourceLabels.matches(k) {
+			continue
+		}
+		r.copied = append(r.copied, strings.Clone(k))
+		if ln := n.labelName(k); ln != "" {
+			r.labels = append(r.labels, exposition.Label{Name: ln, Value: v.AsString()})
+		}
 	}
 	r.labels = append(r.labels, n.constLabels...)
 	if job != "" && instance != "" {
@@ -259,7 +276,18 @@ func (n *namer) appendAttrs(dst []exposition.Label, attrs pcommon.Map, prefix st
 // ";", as the contrib exporter does for target_info.
 func (n *namer) seriesLabels(dst []exposition.Label, c *labelContext, attrs pcommon.Map) []exposition.Label {
 	dst = append(dst[:0], c.ctx.Labels...)
-	dst = n.appendAttrs(dst, attrs, "")
+	if copied := c.res.copied; len(copied) > 0 {
+		for k, v := range attrs.All() {
+			if slices.Contains(copied, k) {
+				continue // the resource's value wins, as in the contrib exporter
+			}
+			if ln := n.labelName(k); ln != "" {
+				dst = append(dst, exposition.Label{Name: ln, Value: v.AsString()})
+			}
+		}
+	} else {
+		dst = n.appendAttrs(dst, attrs, "")
+	}
 	if n.cfg.LabelOrder == labelOrderAsReceived {
 		return mergeInOrder(dst)
 	}

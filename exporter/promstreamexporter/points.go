@@ -69,6 +69,9 @@ func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
 			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 				v = float64(dp.IntValue())
 			}
+			if p.e.cfg.SendTimestamps {
+				s.SetTimestamp(int64(dp.Timestamp()))
+			}
 			if p.f.Type() == exposition.TypeCounter {
 				// The start time is the stream's (the cumulative processor
 				// sets it): OpenMetrics' _created, protobuf's
@@ -124,6 +127,7 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
 	d.Created = int64(dp.StartTimestamp())
+	d.Timestamp = int64(dp.Timestamp())
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
@@ -145,6 +149,7 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
 	d.Created = int64(dp.StartTimestamp())
+	d.Timestamp = int64(dp.Timestamp())
 }
 
 // exponential stores exponential histograms. In the text formats they are
@@ -200,6 +205,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	d.Counts = counts
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
 	d.Created = int64(dp.StartTimestamp())
+	d.Timestamp = int64(dp.Timestamp())
 	d.Native = nativeOf(d.Native, dp)
 }
 

@@ -46,6 +46,9 @@ type Spec struct {
 	// format that cannot always escapes them (underscores unless the
 	// scraper asked for dots or values).
 	UTF8 bool
+	// OpenMetrics marks the OpenMetrics formats, which a Negotiator can
+	// leave out (enable_open_metrics: false).
+	OpenMetrics bool
 	// Body says how the series table writes the format.
 	Body Body
 }
@@ -68,6 +71,10 @@ type Body struct {
 	// OpenMetrics defines it. The Prometheus text formats have no such
 	// line.
 	Created bool
+	// TimestampSeconds writes sample timestamps (send_timestamps) in
+	// seconds, as OpenMetrics defines them; the Prometheus text formats
+	// write milliseconds.
+	TimestampSeconds bool
 }
 
 // registry holds the registered formats; slot 0 is the default's.
@@ -82,7 +89,9 @@ var (
 
 // Register adds a format and returns it. It is meant for package
 // initialization (a format file's var) and is not safe for concurrent use,
-// nor after the first Negotiate. It panics on a spec without a name, media
+// nor once a Negotiator exists (the first Negotiate builds one; each
+// exporter builds its own): a Negotiator keeps the formats registered when it
+// was made. It panics on a spec without a name, media
 // type or body writer, on a second default, and past 255 formats: each is a
 // programming error in a constant table.
 func Register(s Spec) Format {
@@ -166,42 +175,74 @@ type Negotiated struct {
 	ContentType string
 }
 
+// Negotiator negotiates among a subset of the registered formats (all of
+// them, or all but OpenMetrics), and remembers its outcomes. Build one after
+// every format has registered (package initialization).
+type Negotiator struct {
+	formats  []Format // in negotiation order
+	accepted []expfmt.Format
+	// A scraper sends the same Accept header on every scrape: outcomes
+	// are remembered (parsing it is most of a scrape's allocations), for a
+	// bounded number of distinct headers so hostile clients cannot grow
+	// the cache.
+	cache sync.Map // Accept header → Negotiated
+	count atomic.Int64
+}
+
+// NewNegotiator returns a negotiator among the registered formats, without
+// the OpenMetrics ones unless openMetrics. The default format (text 0.0.4)
+// is always one of them.
+func NewNegotiator(openMetrics bool) *Negotiator {
+	n := &Negotiator{}
+	for _, f := range byPreference {
+		if registry[f].OpenMetrics && !openMetrics {
+			continue
+		}
+		n.formats = append(n.formats, f)
+		n.accepted = append(n.accepted, registry[f].MediaType)
+	}
+	return n
+}
+
 // Negotiate picks the format and escaping scheme the way Prometheus 3
 // expects: the Accept clause with the highest weight that we support wins;
 // with none, text 0.0.4. expfmt only negotiates here; it never encodes.
 // Text 0.0.4 cannot carry UTF-8 names, so it always escapes (underscores
 // unless the scraper asked for dots or values).
-func Negotiate(h http.Header) Negotiated {
+func (ng *Negotiator) Negotiate(h http.Header) Negotiated {
 	accept := h.Get("Accept")
-	if n, ok := negotiated.Load(accept); ok {
+	if n, ok := ng.cache.Load(accept); ok {
 		return n.(Negotiated)
 	}
-	n := negotiate(h)
-	// A scraper sends the same Accept header on every scrape: remember the
-	// outcome (parsing it is most of a scrape's allocations), for a bounded
-	// number of distinct headers so hostile clients cannot grow the cache.
-	if negotiatedCount.Add(1) <= maxNegotiated {
-		negotiated.Store(accept, n)
+	n := ng.negotiate(h)
+	if ng.count.Add(1) <= maxNegotiated {
+		ng.cache.Store(accept, n)
 	}
 	return n
+}
+
+// Negotiate is Negotiator.Negotiate among every registered format.
+func Negotiate(h http.Header) Negotiated {
+	allOnce.Do(func() { all = NewNegotiator(true) })
+	return all.Negotiate(h)
 }
 
 const maxNegotiated = 64
 
 var (
-	negotiated      sync.Map // Accept header → Negotiated
-	negotiatedCount atomic.Int64
+	all     *Negotiator
+	allOnce sync.Once
 )
 
-func negotiate(h http.Header) Negotiated {
-	got := expfmt.NegotiateAccept(h, accepted...)
+func (ng *Negotiator) negotiate(h http.Header) Negotiated {
+	got := expfmt.NegotiateAccept(h, ng.accepted...)
 	n := Negotiated{Escaping: escapingOf(got.ToEscapingScheme())}
 	base := string(got)
 	if i := strings.Index(base, "; escaping="); i >= 0 {
 		base = base[:i]
 	}
 	// Format(0), the default, unless a registered media type matched.
-	for _, f := range byPreference {
+	for _, f := range ng.formats {
 		if string(registry[f].MediaType) == base {
 			n.Format = f
 			break

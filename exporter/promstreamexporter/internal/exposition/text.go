@@ -262,6 +262,26 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 // expfmt's %g would write whole seconds as "1.7e+09").
 func AppendCreated(dst []byte, unixNano int64) []byte {
 	dst = append(dst, ' ')
+	dst = appendSeconds(dst, unixNano)
+	return append(dst, '\n')
+}
+
+// AppendTimestamp appends ` <timestamp>` (no newline) for a sample
+// timestamp given in unix nanoseconds, truncated to the millisecond as
+// Prometheus keeps it: in seconds for OpenMetrics ("1700000000.5", exact,
+// where expfmt writes a float such as "1.7000000005e+09"), else in
+// milliseconds ("1700000000500").
+func AppendTimestamp(dst []byte, unixNano int64, seconds bool) []byte {
+	dst = append(dst, ' ')
+	ms := unixNano / 1e6
+	if seconds {
+		return appendSeconds(dst, ms*1e6)
+	}
+	return strconv.AppendInt(dst, ms, 10)
+}
+
+// appendSeconds appends unix nanoseconds as exact decimal seconds.
+func appendSeconds(dst []byte, unixNano int64) []byte {
 	if unixNano < 0 {
 		dst = append(dst, '-')
 		unixNano = -unixNano
@@ -270,7 +290,7 @@ func AppendCreated(dst []byte, unixNano int64) []byte {
 	dst = append(dst, '.')
 	frac := unixNano % 1e9
 	if frac == 0 {
-		return append(dst, '0', '\n')
+		return append(dst, '0')
 	}
 	var digits [9]byte
 	for i := 8; i >= 0; i-- {
@@ -281,6 +301,5 @@ func AppendCreated(dst []byte, unixNano int64) []byte {
 	for digits[n-1] == '0' {
 		n--
 	}
-	dst = append(dst, digits[:n]...)
-	return append(dst, '\n')
+	return append(dst, digits[:n]...)
 }

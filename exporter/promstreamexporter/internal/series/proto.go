@@ -181,9 +181,17 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	n := 0
 	for _, s := range wr.pageSeries(p, q) {
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
+		var ts int64
+		if f.table.opts.Timestamps {
+			ts = s.timestamp(f.typ)
+		}
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
-			return appendProtoValue(b, f.typ, s)
+			b = appendProtoValue(b, f.typ, s)
+			if ts > 0 {
+				b = appendVarint(b, 6, uint64(ts/1e6)) // Metric.timestamp_ms
+			}
+			return b
 		})
 		n++
 	}

@@ -49,6 +49,9 @@ type Writer struct {
 	// picked holds a page's series in a shard scrape's shard.
 	picked []*Series
 	warmed byte
+	// ts is the series being written's timestamp text (" 1700000000500"),
+	// ended onto each of its sample lines; empty without send_timestamps.
+	ts []byte
 }
 
 // WriteTo streams the families q selects to w, page by page, and returns the
@@ -196,6 +199,13 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
 	labels := s.labelsFor(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 	names := &f.names[q.Escaping]
+	wr.ts = wr.ts[:0]
+	if f.table.opts.Timestamps {
+		if t := s.timestamp(f.typ); t > 0 {
+			wr.ts = exposition.AppendTimestamp(wr.ts, t, q.Format.Spec().Body.TimestampSeconds)
+		}
+	}
+	ts := wr.ts
 	switch f.typ {
 	case exposition.TypeHistogram:
 		d := s.dist()
@@ -205,11 +215,11 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		les := boundsFor(d, f, q)
 		for i, c := range d.Counts {
 			dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", les[i])
-			dst = appendUint(dst, c)
+			dst = appendUint(dst, c, ts)
 		}
 		dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", plusInf)
-		dst = appendUint(dst, d.Count)
-		dst = appendSumCount(dst, names, labels, d)
+		dst = appendUint(dst, d.Count, ts)
+		dst = appendSumCount(dst, names, labels, d, ts)
 		return wr.appendCreated(dst, names, labels, d.Created)
 	case exposition.TypeSummary:
 		d := s.dist()
@@ -219,18 +229,40 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		qs := boundsFor(d, f, q)
 		for i, v := range d.Values {
 			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
-			dst = exposition.AppendSample(dst, v)
+			dst = appendSample(dst, v, ts)
 		}
-		dst = appendSumCount(dst, names, labels, d)
+		dst = appendSumCount(dst, names, labels, d, ts)
 		return wr.appendCreated(dst, names, labels, d.Created)
 	case exposition.TypeCounter:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
-		dst = exposition.AppendSample(dst, math.Float64frombits(s.bits.Load()))
+		dst = appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
 		return wr.appendCreated(dst, names, labels, s.created.Load())
 	default:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
-		return exposition.AppendSample(dst, math.Float64frombits(s.bits.Load()))
+		return appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
 	}
+}
+
+// timestamp is the series' point timestamp (unix nanoseconds; 0: unknown):
+// a histogram's or summary's is in its distribution. The caller holds the
+// page lock.
+func (s *Series) timestamp(t exposition.Type) int64 {
+	if t == exposition.TypeHistogram || t == exposition.TypeSummary {
+		if d := s.dist(); d != nil {
+			return d.Timestamp
+		}
+		return 0
+	}
+	return s.ts.Load()
+}
+
+// appendSample writes ` <value><ts>\n`; ts is the series' timestamp text,
+// empty without one.
+func appendSample(dst []byte, v float64, ts []byte) []byte {
+	dst = append(dst, ' ')
+	dst = exposition.AppendFloat(dst, v)
+	dst = append(dst, ts...)
+	return append(dst, '\n')
 }
 
 // appendCreated writes the series' _created sample when the format has them
@@ -250,13 +282,13 @@ var plusInf = []byte("+Inf")
 // appendSumCount writes _sum (when the point has one) and _count. A
 // histogram with negative bucket bounds gets no _sum: OpenMetrics forbids it
 // there, and every format writes the same samples.
-func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist) []byte {
+func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist, ts []byte) []byte {
 	if d.HasSum && (len(d.Counts) == 0 || len(d.Bounds) == 0 || d.Bounds[0] >= 0) {
 		dst = appendPrefix(dst, names.sum, names.quoted, labels, "", nil)
-		dst = exposition.AppendSample(dst, d.Sum)
+		dst = appendSample(dst, d.Sum, ts)
 	}
 	dst = appendPrefix(dst, names.count, names.quoted, labels, "", nil)
-	return appendUint(dst, d.Count)
+	return appendUint(dst, d.Count, ts)
 }
 
 // labelsFor returns the label pairs rendered for escaping scheme e. Series
@@ -309,9 +341,10 @@ func appendPrefix(dst []byte, name string, quoted bool, labels string, extra str
 	return append(dst, '}')
 }
 
-func appendUint(dst []byte, v uint64) []byte {
+func appendUint(dst []byte, v uint64, ts []byte) []byte {
 	dst = append(dst, ' ')
 	dst = strconv.AppendUint(dst, v, 10)
+	dst = append(dst, ts...)
 	return append(dst, '\n')
 }
 

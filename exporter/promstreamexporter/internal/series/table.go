@@ -144,6 +144,9 @@ type Dist struct {
 	// Created is the start time of the series' current stream (unix
 	// nanoseconds; 0: unknown).
 	Created int64
+	// Timestamp is the point's timestamp (unix nanoseconds; 0: unknown),
+	// written with Options.Timestamps.
+	Timestamp int64
 	// Bounds are a histogram's upper bounds (ascending, without +Inf) or a
 	// summary's quantiles (ascending). Callers replace the slice when the
 	// bounds change; never mutate it in place.
@@ -206,6 +209,10 @@ type Series struct {
 	// written as OpenMetrics' _created and protobuf's created_timestamp.
 	// A histogram's or summary's is in its Dist.
 	created atomic.Int64
+	// ts is a gauge's or counter's point timestamp (unix nanoseconds; 0:
+	// unknown), written with Options.Timestamps. A histogram's or
+	// summary's is in its Dist.
+	ts      atomic.Int64
 	extra   *seriesExtra
 	page    *page
 	updated atomic.Int64
@@ -265,6 +272,12 @@ func (s *Series) SetCounter(v float64, created, now int64) {
 	s.updated.Store(now)
 }
 
+// SetTimestamp stores the point timestamp of a gauge or counter series
+// (unix nanoseconds; 0: unknown), written with Options.Timestamps. A scrape
+// racing an update may pair the new value with the previous timestamp, for
+// that one scrape.
+func (s *Series) SetTimestamp(unixNano int64) { s.ts.Store(unixNano) }
+
 // DistFiller writes a distribution's new values. An interface rather than a
 // closure, so updating a histogram allocates nothing.
 type DistFiller interface {
@@ -320,6 +333,11 @@ type Options struct {
 	// instead of OpenMetrics' canonical "5.0". OpenMetrics always gets the
 	// canonical form.
 	ShortestBounds bool
+	// Timestamps writes each sample's point timestamp (SetTimestamp,
+	// Dist.Timestamp) after its value: milliseconds in the Prometheus text
+	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
+	// without one (0) are written without.
+	Timestamps bool
 }
 
 // New returns an empty table.
