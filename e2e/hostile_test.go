@@ -606,7 +606,7 @@ func testAbsurdValues(t *testing.T) {
 	t.Logf("%d batches of %d entries (%d absurd) answered %s: %s", rounds, len(entries), badN, ans, "errors name "+strings.Join(wantErrors, "; "))
 	ans.checkAllAnswered(t)
 
-	lbl := `{http_request_method="GET", http_response_status_code="200", http_route="/absurd"}`
+	lbl := `{collector="e2e-0", http_request_method="GET", http_response_status_code="200", http_route="/absurd"}`
 	wantSums := map[string]float64{
 		"gateway_requests_total":                   float64(rounds * goodN),
 		"gateway_added_duration_seconds_count":     float64(rounds * goodN),
@@ -686,8 +686,8 @@ func testAPISIXBadLine(t *testing.T) {
 	// a template): the lines before and after are told apart by method and
 	// status, and carry no job (a log has no resource).
 	want := seriesCounts{
-		`{http_request_method="GET", http_response_status_code="200"}`: rounds * before,
-		`{http_request_method="PUT", http_response_status_code="202"}`: rounds * after,
+		`{collector="e2e-0", http_request_method="GET", http_response_status_code="200"}`: rounds * before,
+		`{collector="e2e-0", http_request_method="PUT", http_response_status_code="202"}`: rounds * after,
 	}
 	eventually(t, convergeTimeout, "the lines before and after the bad one", func() (bool, string) {
 		got, _, err := scrapeFamily(h.col, metricName, func(l string) bool { return !strings.Contains(l, `job="`) })

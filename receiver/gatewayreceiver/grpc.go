@@ -64,7 +64,10 @@ var traceServiceDesc = grpc.ServiceDesc{
 
 // rawRequest is an ExportTraceServiceRequest kept as bytes, in a pooled
 // scratch owned by the call until exportHandler returns.
-type rawRequest struct{ s *exportScratch }
+type rawRequest struct {
+	r *gatewayReceiver
+	s *exportScratch
+}
 
 // exportResponse is the empty ExportTraceServiceResponse (zero bytes).
 type exportResponse struct{}
@@ -88,10 +91,12 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.delegate.Unmarshal(data, v)
 	}
 	n := data.Len()
-	if cap(req.s.body) < n {
-		req.s.body = make([]byte, n)
+	body := req.r.getBody()
+	if cap(body) < n {
+		req.r.putBody(body)
+		body = make([]byte, n)
 	}
-	req.s.body = req.s.body[:n]
+	req.s.body = body[:n]
 	data.CopyTo(req.s.body)
 	return nil
 }
@@ -105,7 +110,7 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	svc := srv.(*traceService)
 	s := svc.r.getScratch()
 	defer svc.r.putScratch(s)
-	in := &rawRequest{s: s}
+	in := &rawRequest{r: svc.r, s: s}
 	if err := dec(in); err != nil {
 		return nil, err
 	}

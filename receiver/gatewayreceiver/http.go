@@ -91,8 +91,6 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	if !ok {
 		return
 	}
-	s := r.getScratch()
-	defer r.putScratch(s)
 	direct := enc == pbContentType && r.nextTraces == nil
 	weight := int64(weightPdataProto)
 	switch {
@@ -101,10 +99,12 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	case enc == jsonContentType:
 		weight = weightOTLPJSON
 	}
-	body, ok := r.readBody(w, req, enc, s, weight)
+	s, ok := r.readBody(w, req, enc, weight)
 	if !ok {
 		return
 	}
+	defer r.putScratch(s)
+	body := s.body
 	if enc == jsonContentType {
 		if err := gateway.CheckJSONDepth(body, maxOTLPJSONDepth); err != nil {
 			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
@@ -199,21 +199,28 @@ const maxOTLPJSONDepth = 4*100 + 16
 // before it is read (a declared Content-Length that cannot fit gets 429 at
 // once) and charged as its bytes arrive, then for decoding (weight × its
 // size in all). One over max_request_body_size gets 413.
-func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch, weight int64) ([]byte, bool) {
+//
+// The request's scratch (its working memory) is taken only once the body is
+// in; the caller owns it and puts it back. On failure nothing is held.
+func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, weight int64) (*exportScratch, bool) {
 	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
 		_ = req.Body.Close()
 		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit))
 		return nil, false
 	}
-	body, err := readAll(s.body[:0], admission.NewBody(req.Body, &s.charge))
-	s.body = body
+	charge := r.admit.NewCharge()
+	body, err := readAll(r.getBody(), admission.NewBody(req.Body, &charge))
 	_ = req.Body.Close()
-	if err == nil && !s.charge.Add(int64(len(body))*(weight-1)) {
+	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
 		err = admission.BusyError(r.admit)
 	}
 	if err == nil {
-		return body, true
+		s := r.getScratch()
+		s.body, s.charge = body, charge
+		return s, true
 	}
+	charge.Release()
+	r.putBody(body)
 	if errors.Is(err, admission.ErrBusy) {
 		r.rejectBusy(req.Context(), w, enc, err)
 		return nil, false

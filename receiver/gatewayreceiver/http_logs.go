@@ -54,12 +54,12 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	if _, ok := r.readEncoding(w, req, f.spec.MediaTypes); !ok {
 		return
 	}
-	s := r.getScratch()
-	defer r.putScratch(s)
-	body, ok := r.readBody(w, req, jsonContentType, s, weightLogJSON)
+	s, ok := r.readBody(w, req, jsonContentType, weightLogJSON)
 	if !ok {
 		return
 	}
+	defer r.putScratch(s)
+	body := s.body
 	_, entryErrs, err := f.spec.Decode(body, s.collect)
 	if err != nil {
 		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())

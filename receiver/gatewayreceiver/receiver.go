@@ -46,8 +46,10 @@ type gatewayReceiver struct {
 	// admit bounds the request bytes held at once across every ingest
 	// path (internal/admission).
 	admit *admission.Limiter
-	// scratch hands each concurrent export its own *exportScratch.
+	// scratch hands each concurrent export its own *exportScratch; bodies
+	// holds request body buffers (*[]byte) up to maxPooledBody.
 	scratch sync.Pool
+	bodies  sync.Pool
 
 	serverHTTP *http.Server
 	serverGRPC *grpc.Server
@@ -194,8 +196,14 @@ func newScratch(detect gateway.Kind, dims []gateway.AttrKey) *exportScratch {
 	return s
 }
 
-// maxPooledBody is the largest body buffer kept for reuse.
-const maxPooledBody = 8 << 20
+// maxPooledBody is the largest body buffer kept for reuse (a typical
+// gateway batch is tens to a few hundred KiB); larger ones are dropped after
+// their request. A request waiting for its body holds one pooled buffer at
+// most, so slow or stalled uploads cannot pin large buffers.
+const maxPooledBody = 256 << 10
+
+// maxPooledEvents bounds the events a pooled scratch keeps room for.
+const maxPooledEvents = 4096
 
 func (r *gatewayReceiver) getScratch() *exportScratch {
 	s := r.scratch.Get().(*exportScratch)
@@ -203,16 +211,35 @@ func (r *gatewayReceiver) getScratch() *exportScratch {
 	return s
 }
 
-// putScratch pools s again; the events' strings may borrow the body, so both
-// are dropped together.
+// getBody returns an empty body buffer, pooled when one is free.
+func (r *gatewayReceiver) getBody() []byte {
+	if b, ok := r.bodies.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+// putBody pools b for reuse unless it is large.
+func (r *gatewayReceiver) putBody(b []byte) {
+	if b != nil && cap(b) <= maxPooledBody {
+		r.bodies.Put(&b)
+	}
+}
+
+// putScratch pools s again. The events' and the counter's strings borrow
+// the body, so all of them are dropped together; a request's scratch is
+// taken only once its body has been read (handleTraces, handleLog), so a
+// stalled upload holds at most one pooled body buffer.
 func (r *gatewayReceiver) putScratch(s *exportScratch) {
 	s.charge.Release()
 	s.counter.Release()
 	clear(s.events)
 	s.events = s.events[:0]
-	if cap(s.body) > maxPooledBody {
-		s.body = nil
+	if cap(s.events) > maxPooledEvents {
+		s.events = nil
 	}
+	r.putBody(s.body)
+	s.body = nil
 	r.scratch.Put(s)
 }
 

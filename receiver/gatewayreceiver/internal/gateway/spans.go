@@ -161,7 +161,7 @@ func (c *SpanCounter) readDims(e *Event, a attrs) {
 
 // maxKeptRecords bounds the span records (and attributes) a counter keeps
 // for reuse between calls; a larger export's are dropped.
-const maxKeptRecords = 1 << 14
+const maxKeptRecords = 1 << 12
 
 // Release drops every reference the counter keeps into the last input:
 // records, attributes and events borrow its strings (the body they were
