@@ -750,14 +750,25 @@ func pprofConfig() string {
 // liveHeap forces a GC in the collector and returns its heap in use.
 func liveHeap(t *testing.T, col *collector, pprofAddr string) int64 {
 	t.Helper()
-	if status, _, err := httpGet("http://" + pprofAddr + "/debug/pprof/heap?gc=1"); err != nil || status != http.StatusOK {
+	// debug=1 forces a GC (gc=1), then prints the runtime's MemStats read at
+	// that moment: "# HeapAlloc = N". The collector's own heap gauge is
+	// sampled on its own schedule and can predate the GC.
+	status, body, err := httpGet("http://" + pprofAddr + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil || status != http.StatusOK {
 		t.Fatalf("force a GC through pprof: status %d, %v", status, err)
 	}
-	heap, err := telemetryValue(col, "otelcol_process_runtime_heap_alloc_bytes", nil)
-	if err != nil {
-		t.Fatalf("read the heap: %v", err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("read the heap: %v", err)
+			}
+			return n
+		}
 	}
-	return int64(heap)
+	t.Fatalf("no HeapAlloc in the heap profile")
+	_ = col
+	return 0
 }
 
 // testPinnedBodies: rounds of three concurrent 15 MB protobuf exports (45 MB,
