@@ -25,9 +25,9 @@ func TestDashboardShape(t *testing.T) {
 			} `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
-			ID      int    `json:"id"`
-			Type    string `json:"type"`
-			Title   string `json:"title"`
+			ID      int                      `json:"id"`
+			Type    string                   `json:"type"`
+			Title   string                   `json:"title"`
 			GridPos struct{ H, W, X, Y int } `json:"gridPos"`
 			Targets []struct {
 				Expr  string `json:"expr"`
