@@ -89,7 +89,7 @@ func validateConfig(path string) ([]byte, error) {
 // faults the dashboard's collector panels show really happen: max_series 8 (events overflow),
 // max_streams 200 (stream overflow), a Kong admin poller on a closed port (failing polls), and
 // the otlp receiver for out-of-order deltas and a type conflict. Ports: %[1]d gateway HTTP,
-// %[2]d gRPC, %[3]d promstream, %[4]d telemetry, %[5]d otlp HTTP, %[6]d nothing listens.
+// %[2]d gRPC, %[3]d promstream, %[4]d telemetry, %[5]d otlp HTTP, %[6]d nothing listens, %[7]d zpages.
 const deployCollectorConfig = `extensions:
   zpages:
     endpoint: 127.0.0.1:%[7]d
