@@ -3,7 +3,8 @@
 #   make run    build the distribution (if needed) and start it on testdata/config.yaml
 #   make test   unit tests with -race, then the end-to-end test against a real Prometheus
 #   make bench  benchmarks (figures for issue notes)
-#   make lint   gofmt, go vet and staticcheck
+#   make lint   gofmt, go vet and staticcheck; the deploy/ files: promtool on the alert rules and their
+#               unit tests, the Kubernetes manifests, the Dockerfile and the dashboard (deploy module)
 #   make soak   mixed good and hostile traffic for SOAK_MINUTES (default 10) against the built collector
 
 GO          ?= go
@@ -13,7 +14,7 @@ CONFIG      ?= testdata/config.yaml
 # Every Go source of the main module: the distribution is rebuilt when one changes.
 SOURCES     := $(shell find . -name '*.go' -not -path './dist/*' -not -path './e2e/*' -not -path './bench/*') go.mod go.sum builder-config.yaml
 
-.PHONY: all build run test unit e2e soak bench lint prometheus clean
+.PHONY: all build run test unit e2e soak bench lint lint-deploy prometheus clean
 
 all: build
 
@@ -66,6 +67,17 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
 	cd e2e && $(GO) vet ./...
 	for d in bench/*/; do (cd $$d && $(GO) vet ./...) || exit 1; done
+	$(MAKE) lint-deploy
+
+# deploy/: the alert rules (syntax, then promtool's unit tests of every alert), the Prometheus
+# config for Kubernetes, and the deploy module's checks (Kubernetes manifests decoded strictly into
+# k8s.io/api types, BuildKit's Dockerfile linter, the dashboard's shape). Offline: no schema or
+# image is downloaded.
+lint-deploy: prometheus
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+	promtool check config deploy/prometheus/scrape-kubernetes.yml
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 clean:
 	rm -rf dist

@@ -280,6 +280,7 @@ type collector struct {
 	promAddr      string // promstream exporter
 	telemetryAddr string // internal telemetry (Prometheus pull reader)
 	otlpHTTPAddr  string // standard otlp receiver (OTLP/HTTP), only with startCollectorOTLP
+	ports         []int  // every port the config was filled with, in order
 }
 
 func (c *collector) tracesURL() string    { return "http://" + c.httpAddr + "/v1/traces" }
@@ -363,6 +364,7 @@ func startCollectorWith(t *testing.T, config string, nports int) *collector {
 		grpcAddr:      hostPort(ports[1]),
 		promAddr:      hostPort(ports[2]),
 		telemetryAddr: hostPort(ports[3]),
+		ports:         ports,
 	}
 	if nports > 4 {
 		c.otlpHTTPAddr = hostPort(ports[4])
