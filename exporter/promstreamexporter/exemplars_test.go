@@ -17,8 +17,11 @@ import (
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 )
 
 const (
@@ -309,4 +312,36 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestNoExemplarOnUnknownCounter: a counter named without _total is
+// OpenMetrics' unknown, which has no exemplars; protobuf keeps its exemplar.
+func TestNoExemplarOnUnknownCounter(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.TranslationStrategy = underscoreEscapingWithoutSuffixes
+	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.telemetry.Shutdown()
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("hits")
+	s := m.SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := s.DataPoints().AppendEmpty()
+	dp.SetIntValue(3)
+	addTestExemplars(dp.Exemplars(), testExemplar{1, 1_700_000_000_000_000_000, 1})
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	om := get(t, e, metricsPath, http.Header{"Accept": {acceptOpenMetrics}})
+	if body := om.Body.String(); !strings.Contains(body, "# TYPE hits unknown") || strings.Contains(body, "trace_id") {
+		t.Fatalf("OpenMetrics:\n%s", body)
+	}
+	pb := get(t, e, metricsPath, http.Header{"Accept": {acceptProto}})
+	if got := parseExemplars(t, pb.Body.Bytes(), pb.Header().Get("Content-Type")); len(got) != 1 {
+		t.Fatalf("protobuf exemplars: %q, want the counter's", got)
+	}
 }

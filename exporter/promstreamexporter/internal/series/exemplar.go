@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
@@ -156,15 +157,15 @@ func appendExemplar(dst []byte, e *Exemplar) []byte {
 }
 
 // hasExemplars reports whether the family's samples may carry exemplars in
-// OpenMetrics: a histogram's buckets, a counter's _total (a counter named
-// without _total is written as unknown, which has none).
-func (f *Family) hasExemplars() bool {
+// OpenMetrics: a histogram's buckets, a counter's _total. A counter whose
+// written name (base, as the header gets it) does not end in _total is
+// written as unknown, which has none.
+func (f *Family) hasExemplars(base string) bool {
 	switch f.typ {
 	case exposition.TypeHistogram:
 		return true
 	case exposition.TypeCounter:
-		_, ok := trimTotal(f.name)
-		return ok
+		return strings.HasSuffix(base, "_total")
 	}
 	return false
 }

@@ -90,7 +90,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		if q.Format.Spec().Body.Created && !f.noCreated.Load() {
 			wr.created = f.names[q.Escaping].created
 		}
-		wr.exemplars = q.Format.Spec().Body.Exemplars && f.hasExemplars()
+		wr.exemplars = q.Format.Spec().Body.Exemplars && f.hasExemplars(f.names[q.Escaping].base)
 		for _, p := range wr.pages {
 			if err := ctx.Err(); err != nil {
 				return written, err
