@@ -345,3 +345,28 @@ func TestNoExemplarOnUnknownCounter(t *testing.T) {
 		t.Fatalf("protobuf exemplars: %q, want the counter's", got)
 	}
 }
+
+// TestKongParityWithExemplars: with the kong profile's settings, exemplars
+// leave the text lines exactly as Kong prints them; OpenMetrics adds them.
+func TestKongParityWithExemplars(t *testing.T) {
+	scrape := func(md pmetric.Metrics, accept string) string {
+		e, err := newExporter(kongParityConfig(), exportertest.NewNopSettings(metadata.Type))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.telemetry.Shutdown()
+		if err := e.consumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+		return get(t, e, metricsPath, http.Header{"Accept": {accept}}).Body.String()
+	}
+	md := kongShaped()
+	h := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(1).Histogram().DataPoints().At(0)
+	addTestExemplars(h.Exemplars(), testExemplar{1.5, 1_700_000_000_000_000_000, 1}, testExemplar{4, 1_700_000_000_000_000_000, 2})
+	if got, want := scrape(md, acceptText004), scrape(kongShaped(), acceptText004); got != want {
+		t.Fatalf("text 0.0.4 changed with exemplars:\n%s\nwant:\n%s", got, want)
+	}
+	if om := scrape(md, acceptOpenMetrics); !strings.Contains(om, `le="2.0"} 1 # {trace_id="`+traceHex+`",span_id="00f067aa0ba90201"} 1.5 1700000000.0`) {
+		t.Fatalf("OpenMetrics lacks the exemplar of le=2:\n%s", om)
+	}
+}
