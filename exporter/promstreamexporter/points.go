@@ -31,6 +31,29 @@ type pointWriter struct {
 	summary pmetric.SummaryDataPoint
 	expo    pmetric.ExponentialHistogramDataPoint
 	fill    func(*pointWriter, *series.Dist)
+	// ex holds the current point's exemplars (reused: no allocation once
+	// grown).
+	ex []series.Exemplar
+}
+
+// exemplars converts a point's exemplars into p.ex (those without a value
+// left out) and returns them.
+func (p *pointWriter) exemplars(in pmetric.ExemplarSlice) []series.Exemplar {
+	p.ex = p.ex[:0]
+	for i := 0; i < in.Len(); i++ {
+		e := in.At(i)
+		var v float64
+		switch e.ValueType() {
+		case pmetric.ExemplarValueTypeDouble:
+			v = e.DoubleValue()
+		case pmetric.ExemplarValueTypeInt:
+			v = float64(e.IntValue())
+		default:
+			continue
+		}
+		p.ex = append(p.ex, series.Exemplar{TraceID: e.TraceID(), SpanID: e.SpanID(), Value: v, Time: int64(e.Timestamp())})
+	}
+	return p.ex
 }
 
 // Fill implements series.DistFiller for the current distribution point.
@@ -77,6 +100,9 @@ func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
 				// sets it): OpenMetrics' _created, protobuf's
 				// created_timestamp.
 				s.SetCounter(v, int64(dp.StartTimestamp()), p.now)
+				if dp.Exemplars().Len() > 0 {
+					s.SetExemplars(p.exemplars(dp.Exemplars()))
+				}
 			} else {
 				s.SetValue(v, p.now)
 			}
@@ -97,20 +123,25 @@ type distPoint interface {
 }
 
 // storeDists stores the points of a distribution metric: hold keeps the
-// point where fill (run under the series' page lock) reads it.
+// point where fill (run under the series' page lock) reads it, and its
+// exemplars in p.ex.
 func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		if s := p.series(dp.Attributes(), dp.Flags()); s != nil {
+			p.ex = p.ex[:0]
 			hold(p, dp)
 			p.fill = fill
-			s.UpdateDist(p.now, p)
+			s.UpdateHistogram(p.now, p, p.ex)
 		}
 	}
 }
 
 func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) { p.hist = dp }, fillHistogram)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) {
+		p.hist = dp
+		p.exemplars(dp.Exemplars())
+	}, fillHistogram)
 }
 
 func fillHistogram(p *pointWriter, d *series.Dist) {
@@ -159,7 +190,10 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 // equals the count. Nothing is dropped; only resolution within a bucket is
 // lost, as with any classic histogram.
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) { p.expo = dp }, fillExponential)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) {
+		p.expo = dp
+		p.exemplars(dp.Exemplars())
+	}, fillExponential)
 }
 
 func fillExponential(p *pointWriter, d *series.Dist) {

@@ -74,6 +74,7 @@ func (b *batchBuilder) add(s *stream) {
 		Attributes() pcommon.Map
 		SetStartTimestamp(pcommon.Timestamp)
 		SetTimestamp(pcommon.Timestamp)
+		Exemplars() pmetric.ExemplarSlice
 	}
 	switch s.desc.typ {
 	case pmetric.MetricTypeSum:
@@ -94,6 +95,7 @@ func (b *batchBuilder) add(s *stream) {
 	s.attrs.CopyTo(dp.Attributes())
 	dp.SetStartTimestamp(s.start)
 	dp.SetTimestamp(s.last)
+	s.takeExemplars(dp.Exemplars())
 }
 
 func (b *batchBuilder) metric(d *metricDesc) pmetric.Metric {

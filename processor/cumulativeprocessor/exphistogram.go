@@ -27,7 +27,10 @@ type expBuckets struct {
 }
 
 // expKind folds delta exponential histograms.
-var expKind = kind[pmetric.ExponentialHistogramDataPoint]{fold: foldExp, write: writeExp, save: saveExp, restore: restoreExp}
+var expKind = kind[pmetric.ExponentialHistogramDataPoint]{
+	fold: foldExp, write: writeExp, save: saveExp, restore: restoreExp,
+	exemplars: pmetric.ExponentialHistogramDataPoint.Exemplars,
+}
 
 func saveExp(s *stream) {
 	e := s.exp

@@ -23,6 +23,7 @@ type histState struct {
 // histKind folds delta explicit-bucket histograms.
 var histKind = kind[pmetric.HistogramDataPoint]{
 	invalid: invalidHist, fold: foldHist, write: writeHist, save: saveHist, restore: restoreHist,
+	exemplars: pmetric.HistogramDataPoint.Exemplars,
 }
 
 // invalidHist: bucket counts that do not match the bounds.

@@ -2,14 +2,17 @@ package cumulativeprocessor
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 )
 
 // TestMemoryPerStream reports the heap a stream holds, per kind: the
@@ -32,21 +35,45 @@ func TestMemoryPerStream(t *testing.T) {
 		name  string
 		build func(first, n int, start, end int64) pmetric.Metrics
 		limit float64
+		// interval: emit: interval (exemplars wait in the stream);
+		// exemplars: per point, in distinct buckets; emitted: measured
+		// after an emission took them.
+		interval  bool
+		exemplars int
+		emitted   bool
 	}{
-		{"sum", memSums, 600},
-		{"histogram 13 buckets", memHists, 1000},
-		{"exponential 20 buckets", memExps, 1400},
+		{"sum", memSums, 600, false, 0, false},
+		{"histogram 13 buckets", memHists, 1000, false, 0, false},
+		{"exponential 20 buckets", memExps, 1400, false, 0, false},
+		// Exemplars cost nothing with per_batch: they stay on their point.
+		{"histogram 13 buckets, 4 exemplars per point", memHists, 1000, false, 4, false},
+		{"histogram 13 buckets, interval", memHists, 1100, true, 0, false},
+		{"histogram 13 buckets, interval, 1 exemplar per point pending", memHists, 1400, true, 1, false},
+		{"histogram 13 buckets, interval, 4 exemplars per point pending", memHists, 2000, true, 4, false},
+		{"histogram 13 buckets, interval, 4 exemplars per point emitted", memHists, 1300, true, 4, true},
+		{"exponential 20 buckets, interval, 4 exemplars per point pending", memExps, 2400, true, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := createDefaultConfig()
 			cfg.MaxStreams = streams
+			if tc.interval {
+				cfg.Emit, cfg.Interval = EmitInterval, time.Hour // emitted by hand
+			}
 			before := heapInUse()
 			p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
 			for w := range int64(3) {
 				for first := 0; first < streams; first += 1000 {
-					if _, err := p.processMetrics(context.Background(), tc.build(first, 1000, 10*w, 10*w+10)); err != nil {
+					md := tc.build(first, 1000, 10*w, 10*w+10)
+					withExemplars(md, tc.exemplars, 10*w+10)
+					_, err := p.processMetrics(context.Background(), md)
+					if err != nil && !(tc.interval && errors.Is(err, processorhelper.ErrSkipProcessingData)) {
 						t.Fatal(err)
 					}
+				}
+			}
+			if tc.emitted {
+				if err := p.emit(context.Background()); err != nil {
+					t.Fatal(err)
 				}
 			}
 			per := float64(heapInUse()-before) / streams
@@ -57,6 +84,35 @@ func TestMemoryPerStream(t *testing.T) {
 				t.Errorf("%s: %.0f bytes/stream, more than %.0f", tc.name, per, tc.limit)
 			}
 		})
+	}
+}
+
+// withExemplars gives every histogram point n exemplars (trace and span
+// ids, a double value, a timestamp), in distinct buckets of memHists' and
+// memExps' points.
+func withExemplars(md pmetric.Metrics, n int, ts int64) {
+	if n == 0 {
+		return
+	}
+	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0)
+	add := func(dst pmetric.ExemplarSlice) {
+		for i := range n {
+			e := dst.AppendEmpty()
+			e.SetDoubleValue(float64(30 + 300*i)) // buckets 50, 500, 1000, 2500 (13 buckets); distinct at scale 3 too
+			e.SetTimestamp(pcommon.Timestamp(ts * 1e9))
+			e.SetTraceID(pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, byte(i)})
+			e.SetSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, byte(i)})
+		}
+	}
+	switch m.Type() {
+	case pmetric.MetricTypeHistogram:
+		for i := 0; i < m.Histogram().DataPoints().Len(); i++ {
+			add(m.Histogram().DataPoints().At(i).Exemplars())
+		}
+	case pmetric.MetricTypeExponentialHistogram:
+		for i := 0; i < m.ExponentialHistogram().DataPoints().Len(); i++ {
+			add(m.ExponentialHistogram().DataPoints().At(i).Exemplars())
+		}
 	}
 }
 

@@ -256,6 +256,8 @@ type kind[P dataPoint] struct {
 	// folded; restore puts it back, for a window that replaces the last
 	// one. save may set s.fresh when s holds no value yet.
 	save, restore func(s *stream)
+	// exemplars returns dp's exemplars.
+	exemplars func(dp P) pmetric.ExemplarSlice
 }
 
 // accumulate folds the points of one delta metric into their streams and
@@ -311,6 +313,12 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		c.points[r]++
 		s.last = max(s.last, dp.Timestamp())
 		s.seen = now
+		if interval || s.overflow {
+			// The point does not leave as itself: its exemplars wait in
+			// the stream for the point that will (exemplars.go). With
+			// per_batch, any other point keeps its own.
+			s.keepExemplars(k.exemplars(dp))
+		}
 		if interval {
 			s.touch()
 			return true
@@ -333,6 +341,11 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		ovDP.SetStartTimestamp(ov.start)
 		ovDP.SetTimestamp(ov.last)
 		k.write(ov, ovDP)
+		// The exemplars of every overflowed point (this one's included),
+		// one per bucket.
+		ex := k.exemplars(ovDP)
+		ex.RemoveIf(func(pmetric.Exemplar) bool { return true })
+		ov.takeExemplars(ex)
 		ov.shard.mu.Unlock()
 	}
 	return dps.Len() == 0

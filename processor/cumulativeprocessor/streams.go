@@ -87,6 +87,10 @@ type stream struct {
 	f    float64
 	hist *histState // explicit histograms
 	exp  *expState  // exponential histograms
+	// ex holds exemplars waiting for an emission that is not their point's
+	// own (emit: interval; an overflow stream's batch): see exemplars.go.
+	// nil until the stream keeps its first one.
+	ex *exemplarSet
 }
 
 // shard owns the streams whose (metric, attribute hash) falls in it.

@@ -7,7 +7,10 @@ import (
 )
 
 // sumKind folds delta sums (monotonic or not) into running totals.
-var sumKind = kind[pmetric.NumberDataPoint]{fold: foldSum, write: writeSum, save: saveSum, restore: restoreSum}
+var sumKind = kind[pmetric.NumberDataPoint]{
+	fold: foldSum, write: writeSum, save: saveSum, restore: restoreSum,
+	exemplars: pmetric.NumberDataPoint.Exemplars,
+}
 
 func foldSum(_ *cumulativeProcessor, s *stream, dp pmetric.NumberDataPoint) reason {
 	isInt := dp.ValueType() == pmetric.NumberDataPointValueTypeInt

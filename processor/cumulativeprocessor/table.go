@@ -129,6 +129,7 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 	s.started, s.start, s.last = true, start, 0
 	s.i, s.f = 0, 0
 	s.hist, s.exp = nil, nil
+	s.ex = nil // pending exemplars go with the old buckets
 }
 
 // touch queues s for the next interval emission, once.

@@ -75,6 +75,10 @@ type Body struct {
 	// seconds, as OpenMetrics defines them; the Prometheus text formats
 	// write milliseconds.
 	TimestampSeconds bool
+	// Exemplars writes a counter's and a histogram bucket's exemplar after
+	// its sample (` # {trace_id="…",span_id="…"} value timestamp`), as
+	// OpenMetrics defines them. The Prometheus text formats have none.
+	Exemplars bool
 }
 
 // registry holds the registered formats; slot 0 is the default's.

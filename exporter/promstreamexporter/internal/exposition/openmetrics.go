@@ -3,9 +3,9 @@ package exposition
 import "github.com/prometheus/common/expfmt"
 
 // openMetricsBody is OpenMetrics' text: its own headers (`_total` trimmed,
-// unknown for untyped), canonical bounds, `_created` samples, and `# EOF` at
-// the end.
-var openMetricsBody = Body{Header: AppendOpenMetricsHeader, Trailer: OpenMetricsEOF, CanonicalBounds: true, Created: true, TimestampSeconds: true}
+// unknown for untyped), canonical bounds, `_created` samples, exemplars,
+// timestamps in seconds, and `# EOF` at the end.
+var openMetricsBody = Body{Header: AppendOpenMetricsHeader, Trailer: OpenMetricsEOF, CanonicalBounds: true, Created: true, TimestampSeconds: true, Exemplars: true}
 
 var (
 	// FormatOpenMetrics100 is OpenMetrics 1.0.0.

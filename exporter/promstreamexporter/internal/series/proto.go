@@ -2,6 +2,7 @@ package series
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"math"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
@@ -208,6 +209,9 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 	case exposition.TypeCounter:
 		return message(b, 3, func(b []byte) []byte {
 			b = appendDouble(b, 1, math.Float64frombits(s.bits.Load()))
+			if s.ex != nil && len(s.ex.list) > 0 {
+				b = appendProtoExemplar(b, 2, &s.ex.list[0].Exemplar) // Counter.exemplar
+			}
 			return appendTimestamp(b, 3, s.created.Load()) // Counter.created_timestamp
 		})
 	case exposition.TypeGauge:
@@ -233,27 +237,54 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 		if d == nil {
 			return b
 		}
-		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d) })
+		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.ex) })
 	default:
 		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	}
 }
 
-func appendProtoHistogram(b []byte, d *Dist) []byte {
+func appendProtoHistogram(b []byte, d *Dist, ex *exemplars) []byte {
 	b = appendVarint(b, 1, d.Count)
 	if d.HasSum {
 		b = appendDouble(b, 2, d.Sum)
 	}
 	b = appendTimestamp(b, 15, d.Created) // Histogram.created_timestamp
+	j := 0
 	for i, c := range d.Counts {
 		b = message(b, 3, func(b []byte) []byte {
 			b = appendVarint(b, 1, c)
-			return appendDouble(b, 2, d.Bounds[i])
+			b = appendDouble(b, 2, d.Bounds[i])
+			if ex != nil {
+				if e := ex.at(i, &j); e != nil {
+					b = appendProtoExemplar(b, 3, e) // Bucket.exemplar
+				}
+			}
+			return b
 		})
+	}
+	if ex != nil {
+		if e := ex.at(len(d.Counts), &j); e != nil {
+			// The +Inf bucket is optional in protobuf; it is written only
+			// to carry its exemplar.
+			b = message(b, 3, func(b []byte) []byte {
+				b = appendVarint(b, 1, d.Count)
+				b = appendDouble(b, 2, math.Inf(1))
+				return appendProtoExemplar(b, 3, e)
+			})
+		}
 	}
 	n := d.Native
 	if n == nil {
 		return b
+	}
+	if ex != nil {
+		// Histogram.exemplars: a native histogram's (Prometheus keeps only
+		// those with a timestamp).
+		for k := range ex.list {
+			if e := &ex.list[k].Exemplar; e.Time > 0 {
+				b = appendProtoExemplar(b, 16, e)
+			}
+		}
 	}
 	b = appendVarint(b, 5, zigzag(int64(n.Schema)))
 	b = appendDouble(b, 6, n.ZeroThreshold)
@@ -278,5 +309,32 @@ func appendSide(b []byte, spanField, deltaField uint64, offset int32, counts []u
 			prev = int64(c)
 		}
 		return b
+	})
+}
+
+var traceIDName, spanIDName = []byte("trace_id"), []byte("span_id")
+
+// appendProtoExemplar writes an Exemplar message (labels trace_id and
+// span_id in hex, value, timestamp) as field.
+func appendProtoExemplar(b []byte, field uint64, e *Exemplar) []byte {
+	return message(b, field, func(b []byte) []byte {
+		if e.TraceID != ([16]byte{}) {
+			var h [32]byte
+			hex.Encode(h[:], e.TraceID[:])
+			b = message(b, 1, func(b []byte) []byte {
+				b = appendString(b, 1, traceIDName)
+				return appendString(b, 2, h[:])
+			})
+		}
+		if e.SpanID != ([8]byte{}) {
+			var h [16]byte
+			hex.Encode(h[:], e.SpanID[:])
+			b = message(b, 1, func(b []byte) []byte {
+				b = appendString(b, 1, spanIDName)
+				return appendString(b, 2, h[:])
+			})
+		}
+		b = appendDouble(b, 2, e.Value)
+		return appendTimestamp(b, 3, e.Time)
 	})
 }

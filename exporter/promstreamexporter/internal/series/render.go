@@ -46,6 +46,9 @@ type Writer struct {
 	// created is the _created name the family being written writes its
 	// start times under; "" for none.
 	created string
+	// exemplars: the family being written writes its exemplars (a text
+	// format that has them, a counter or histogram family).
+	exemplars bool
 	// picked holds a page's series in a shard scrape's shard.
 	picked []*Series
 	warmed byte
@@ -90,6 +93,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		if q.Format.Spec().Body.Created && !f.noCreated.Load() {
 			wr.created = f.names[q.Escaping].created
 		}
+		wr.exemplars = q.Format.Spec().Body.Exemplars && f.hasExemplars(f.names[q.Escaping].base)
 		for _, p := range wr.pages {
 			if err := ctx.Err(); err != nil {
 				return written, err
@@ -213,12 +217,26 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			return dst
 		}
 		les := boundsFor(d, f, q)
+		ex, j := s.ex, 0
+		if !wr.exemplars {
+			ex = nil
+		}
 		for i, c := range d.Counts {
 			dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", les[i])
 			dst = appendUint(dst, c, ts)
+			if ex != nil {
+				if e := ex.at(i, &j); e != nil {
+					dst = appendExemplar(dst, e)
+				}
+			}
 		}
 		dst = appendPrefix(dst, names.bucket, names.quoted, labels, "le", plusInf)
 		dst = appendUint(dst, d.Count, ts)
+		if ex != nil {
+			if e := ex.at(len(d.Counts), &j); e != nil {
+				dst = appendExemplar(dst, e)
+			}
+		}
 		dst = appendSumCount(dst, names, labels, d, ts)
 		return wr.appendCreated(dst, names, labels, d.Created)
 	case exposition.TypeSummary:
@@ -236,6 +254,9 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 	case exposition.TypeCounter:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		dst = appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
+		if wr.exemplars && s.ex != nil && len(s.ex.list) > 0 {
+			dst = appendExemplar(dst, &s.ex.list[0].Exemplar)
+		}
 		return wr.appendCreated(dst, names, labels, s.created.Load())
 	default:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)

@@ -214,6 +214,9 @@ type Series struct {
 	// summary's is in its Dist.
 	ts      atomic.Int64
 	extra   *seriesExtra
+	// ex holds the series' latest exemplars (exemplar.go); nil until its
+	// first. Guarded by page.mu.
+	ex      *exemplars
 	page    *page
 	updated atomic.Int64
 	first   entry // the index entry of the series' first key; first.s is nil once removed
@@ -286,7 +289,12 @@ type DistFiller interface {
 
 // UpdateDist has fill write the series' distribution under its page lock, so
 // a scrape never sees a half-written histogram.
-func (s *Series) UpdateDist(now int64, fill DistFiller) {
+func (s *Series) UpdateDist(now int64, fill DistFiller) { s.UpdateHistogram(now, fill, nil) }
+
+// UpdateHistogram is UpdateDist for a histogram whose point carries
+// exemplars: each replaces the one held for the bucket its value falls in,
+// under the same lock.
+func (s *Series) UpdateHistogram(now int64, fill DistFiller, ex []Exemplar) {
 	s.page.mu.Lock()
 	if s.extra == nil {
 		s.extra = new(seriesExtra)
@@ -295,6 +303,7 @@ func (s *Series) UpdateDist(now int64, fill DistFiller) {
 		s.extra.dist = new(Dist)
 	}
 	fill.Fill(s.extra.dist)
+	s.histogramExemplars(s.extra.dist, ex)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
 }
