@@ -407,7 +407,7 @@ func startPrometheus(t *testing.T, target string) *promServer {
 // startPrometheusWith is startPrometheus with the given scrape_configs list
 // items (YAML, indented as list items under scrape_configs), for jobs that
 // need a scheme, credentials or TLS settings.
-func startPrometheusWith(t *testing.T, scrapeConfigs string) *promServer {
+func startPrometheusWith(t *testing.T, scrapeConfigs string, flags ...string) *promServer {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -419,11 +419,12 @@ func startPrometheusWith(t *testing.T, scrapeConfigs string) *promServer {
 		t.Fatalf("write prometheus config: %v", err)
 	}
 	addr := hostPort(freePorts(t, 1)[0])
-	p := startProcess(t, "prometheus", filepath.Join(dir, "prometheus.log"), bin,
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+addr,
-	)
+	args := append([]string{
+		"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
+		"--web.listen-address=" + addr,
+	}, flags...)
+	p := startProcess(t, "prometheus", filepath.Join(dir, "prometheus.log"), bin, args...)
 	waitHTTP200(t, p, "http://"+addr+"/-/ready")
 	return &promServer{proc: p, addr: addr}
 }
