@@ -212,8 +212,8 @@ type Series struct {
 	// ts is a gauge's or counter's point timestamp (unix nanoseconds; 0:
 	// unknown), written with Options.Timestamps. A histogram's or
 	// summary's is in its Dist.
-	ts      atomic.Int64
-	extra   *seriesExtra
+	ts    atomic.Int64
+	extra *seriesExtra
 	// ex holds the series' latest exemplars (exemplar.go); nil until its
 	// first. Guarded by page.mu.
 	ex      *exemplars
