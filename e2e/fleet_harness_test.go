@@ -463,25 +463,25 @@ func metricKey(m model.Metric) string {
 	return labelKey(labels.FromMap(l))
 }
 
-// lifetimeTotals reads what Prometheus scraped of name (a counter family
-// scraped as OpenMetrics, so name_total and name_created are both stored)
-// over window and sums, per series, the last value of every counter
+// lifetimeTotals reads what Prometheus scraped of a counter's samples
+// (x_total) or a histogram's count (x_count), scraped as OpenMetrics so that
+// their created times are stored too (x_created), over window, and sums, per series, the last value of every counter
 // lifetime. A lifetime is a created time: a collector restarted without
 // storage starts its counters again with a new one, a restored one keeps
 // it. This is exact as long as every lifetime's last value was scraped.
 // It returns seriesKey → total, seriesKey → lifetimes, and problems (a
 // series twice, samples without a created time at the same timestamp).
-func lifetimeTotals(p *promServer, name, window string) (map[string]float64, map[string]int, []string, error) {
-	totals, err := promQueryMatrix(p, name+"_total["+window+"]")
+func lifetimeTotals(p *promServer, sample, created, window string) (map[string]float64, map[string]int, []string, error) {
+	totals, err := promQueryMatrix(p, sample+"["+window+"]")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	created, err := promQueryMatrix(p, name+"_created["+window+"]")
+	createdM, err := promQueryMatrix(p, created+"["+window+"]")
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	createdAt := map[string]map[model.Time]float64{}
-	for _, s := range created {
+	for _, s := range createdM {
 		m := map[model.Time]float64{}
 		for _, v := range s.Values {
 			m[v.Timestamp] = float64(v.Value)

@@ -35,6 +35,11 @@ const (
 	fleetWindow  = "15m" // covers the whole run
 
 	haUpstreams = 10 // fake Kong: 10 upstreams × 2 targets
+
+	// The otel profile's request latency histogram: one observation per
+	// request, with the request counter's labels.
+	histCount   = "http_server_request_duration_seconds_count"
+	histCreated = "http_server_request_duration_seconds_created"
 )
 
 // fleetRow is one line of the summary table.
@@ -217,15 +222,24 @@ func testFleetRestarts(t *testing.T) []fleetRow {
 	phase("traffic done")
 	want := drv.expected()
 
-	// Pull: per series, the sum of every counter lifetime's last value.
+	// Pull: per series, the sum of every counter lifetime's last value; the
+	// latency histogram's _count must say the same.
 	var pull, pushed map[string]float64
 	var lives, resets map[string]int
 	eventually(t, convergeTimeout, "Prometheus's scraped totals to equal the acknowledged requests", func() (bool, string) {
-		got, l, problems, err := lifetimeTotals(prom, "gateway_requests", fleetWindow)
+		got, l, problems, err := lifetimeTotals(prom, "gateway_requests_total", "gateway_requests_created", fleetWindow)
 		if err != nil {
 			return false, err.Error()
 		}
 		pull, lives = got, l
+		diff := diffTotals(got, want)
+		return diff == "" && len(problems) == 0, diff + "\n" + strings.Join(problems, "\n")
+	})
+	eventually(t, convergeTimeout, "Prometheus's scraped latency histogram counts to equal the acknowledged requests", func() (bool, string) {
+		got, _, problems, err := lifetimeTotals(prom, histCount, histCreated, fleetWindow)
+		if err != nil {
+			return false, err.Error()
+		}
 		diff := diffTotals(got, want)
 		return diff == "" && len(problems) == 0, diff + "\n" + strings.Join(problems, "\n")
 	})
@@ -237,6 +251,14 @@ func testFleetRestarts(t *testing.T) []fleetRow {
 			return false, err.Error()
 		}
 		pushed, resets = got, r
+		diff := diffTotals(got, want)
+		return diff == "" && len(problems) == 0, diff + "\n" + strings.Join(problems, "\n")
+	})
+	eventually(t, convergeTimeout, "Prometheus's remote-written latency histogram counts to equal the acknowledged requests", func() (bool, string) {
+		got, _, problems, err := resetTotals(prom, "rw_"+histCount, fleetWindow)
+		if err != nil {
+			return false, err.Error()
+		}
 		diff := diffTotals(got, want)
 		return diff == "" && len(problems) == 0, diff + "\n" + strings.Join(problems, "\n")
 	})
@@ -598,7 +620,11 @@ func testFailingSecondExporter(t *testing.T, kind string) fleetRow {
 	var served, stored map[string]float64
 	check := func(what string) {
 		eventually(t, convergeTimeout, what, func() (bool, string) {
-			s, err := exporterTotals(m.col)
+			s, err := exporterTotals(m.col, metricName)
+			if err != nil {
+				return false, err.Error()
+			}
+			h, err := exporterTotals(m.col, histCount)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -611,8 +637,8 @@ func testFailingSecondExporter(t *testing.T, kind string) fleetRow {
 				p[metricSeriesKey(x.Metric)] += float64(x.Value)
 			}
 			served, stored = s, p
-			d1, d2 := diffTotals(s, want), diffTotals(p, want)
-			return d1 == "" && d2 == "", "exporter:\n" + d1 + "\nPrometheus:\n" + d2
+			d1, d2, d3 := diffTotals(s, want), diffTotals(h, want), diffTotals(p, want)
+			return d1 == "" && d2 == "" && d3 == "", "exporter:\n" + d1 + "\nexporter " + histCount + ":\n" + d2 + "\nPrometheus:\n" + d3
 		})
 	}
 	check("promstream and Prometheus to serve exactly the acknowledged requests")
@@ -644,9 +670,9 @@ func testFailingSecondExporter(t *testing.T, kind string) fleetRow {
 	}
 }
 
-// exporterTotals scrapes promstream and keys gateway_requests_total by
+// exporterTotals scrapes promstream and keys the samples of name by
 // seriesKey.
-func exporterTotals(col *collector) (map[string]float64, error) {
+func exporterTotals(col *collector, name string) (map[string]float64, error) {
 	body, _, err := scrape(col.metricsURL())
 	if err != nil {
 		return nil, err
@@ -657,7 +683,7 @@ func exporterTotals(col *collector) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for _, s := range samples {
-		if s.labels.Get("__name__") != metricName {
+		if s.labels.Get("__name__") != name {
 			continue
 		}
 		m := model.Metric{}
