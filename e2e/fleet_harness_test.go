@@ -199,6 +199,26 @@ func (m *fleetMember) terminate(t *testing.T) time.Duration {
 	return time.Since(began)
 }
 
+// logLines returns the lines of the current process's log that contain
+// substr, each cut to its level and message.
+func (m *fleetMember) logLines(substr string) []string {
+	b, err := os.ReadFile(m.col.proc.logPath)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, substr) {
+			continue
+		}
+		if f := strings.SplitN(l, "\t", 5); len(f) >= 4 { // time, level, caller, message, fields
+			l = f[1] + " " + f[3]
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // ---------------------------------------------------------------------------
 // Kong-shaped traffic
 
