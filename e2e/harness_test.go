@@ -378,6 +378,7 @@ func startCollectorWith(t *testing.T, config string, nports int) *collector {
 type promServer struct {
 	proc *process
 	addr string
+	dir  string // holds prometheus.yml, the TSDB and the log
 }
 
 // prometheusConfig is the head of every Prometheus config: each target is
@@ -409,16 +410,24 @@ func startPrometheus(t *testing.T, target string) *promServer {
 // need a scheme, credentials or TLS settings.
 func startPrometheusWith(t *testing.T, scrapeConfigs string, flags ...string) *promServer {
 	t.Helper()
+	return startPrometheusOn(t, hostPort(freePorts(t, 1)[0]), prometheusConfig+scrapeConfigs, flags...)
+}
+
+// startPrometheusOn starts Prometheus listening on addr with the whole
+// config file config and any extra flags (--web.enable-remote-write-receiver),
+// for tests whose collectors must know Prometheus's address before it starts.
+// The config file is prometheus.yml in the returned server's dir.
+func startPrometheusOn(t *testing.T, addr, config string, flags ...string) *promServer {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("prometheus binary not found in PATH: %v", err)
 	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(prometheusConfig+scrapeConfigs), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatalf("write prometheus config: %v", err)
 	}
-	addr := hostPort(freePorts(t, 1)[0])
 	args := append([]string{
 		"--config.file=" + cfgPath,
 		"--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
@@ -426,5 +435,5 @@ func startPrometheusWith(t *testing.T, scrapeConfigs string, flags ...string) *p
 	}, flags...)
 	p := startProcess(t, "prometheus", filepath.Join(dir, "prometheus.log"), bin, args...)
 	waitHTTP200(t, p, "http://"+addr+"/-/ready")
-	return &promServer{proc: p, addr: addr}
+	return &promServer{proc: p, addr: addr, dir: dir}
 }

@@ -28,14 +28,20 @@ const (
 // does (docs/gateways.md §1b): `data`, an opaque `offset`, `next` as a
 // path (null on the last page), node_id. Every target has one address.
 type fakeKongAdmin struct {
-	mu      sync.Mutex
-	health  map[string]string // "upstream/target index" → HEALTHY | UNHEALTHY
-	cycleAt time.Time         // when the current poll cycle's first list page was served
-	lastDur time.Duration     // list page 1 to the last upstream's health, last full cycle
-	served  atomic.Int64
+	upstreams int // upstreams served (upstream-00000 …), healthTargetsPer targets each
+	mu        sync.Mutex
+	health    map[string]string // "upstream/target index" → HEALTHY | UNHEALTHY
+	cycleAt   time.Time         // when the current poll cycle's first list page was served
+	lastDur   time.Duration     // list page 1 to the last upstream's health, last full cycle
+	served    atomic.Int64
 }
 
-func newFakeKongAdmin() *fakeKongAdmin { return &fakeKongAdmin{health: map[string]string{}} }
+func newFakeKongAdmin() *fakeKongAdmin { return newFakeKongAdminN(healthUpstreams) }
+
+// newFakeKongAdminN serves n upstreams (the fleet test's smaller Kong).
+func newFakeKongAdminN(n int) *fakeKongAdmin {
+	return &fakeKongAdmin{upstreams: n, health: map[string]string{}}
+}
 
 func upstreamName(i int) string { return fmt.Sprintf("upstream-%05d", i) }
 
@@ -76,17 +82,17 @@ func (f *fakeKongAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.cycleAt = time.Now()
 			f.mu.Unlock()
 		}
-		end := min(offset+size, healthUpstreams)
+		end := min(offset+size, f.upstreams)
 		for i := offset; i < end; i++ {
 			if i > offset {
 				sb.WriteByte(',')
 			}
 			fmt.Fprintf(&sb, `{"id":"id-%d","name":"%s","algorithm":"round-robin","slots":10000,"tags":null}`, i, upstreamName(i))
 		}
-		writeKongPage(w, &sb, "/upstreams", end, healthUpstreams, size)
+		writeKongPage(w, &sb, "/upstreams", end, f.upstreams, size)
 	case strings.HasPrefix(r.URL.Path, "/upstreams/id-") && strings.HasSuffix(r.URL.Path, "/health"):
 		u, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/upstreams/id-"), "/health"))
-		if err != nil || u < 0 || u >= healthUpstreams {
+		if err != nil || u < 0 || u >= f.upstreams {
 			http.Error(w, `{"message":"Not found"}`, http.StatusNotFound)
 			return
 		}
@@ -104,7 +110,7 @@ func (f *fakeKongAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				`"data":{"host":"%s","port":%d,"dns":"A","nodeWeight":100,"weight":{"total":100,"unavailable":0,"available":100},"addresses":[{"ip":"%s","port":%d,"weight":100,"health":"%s"}]}}`,
 				u, j, ip, port, h, u, ip, port, ip, port, h)
 		}
-		if u == healthUpstreams-1 && !f.cycleAt.IsZero() {
+		if u == f.upstreams-1 && !f.cycleAt.IsZero() {
 			f.lastDur = time.Since(f.cycleAt)
 		}
 		f.mu.Unlock()
