@@ -169,7 +169,7 @@ func (e *promStreamExporter) awaitFinalScrape(ctx context.Context) {
 		select {
 		case <-e.scraped:
 		case <-timer.C:
-			e.settings.Logger.Warn("No scrape read the final state within shutdown_grace; its last points are not served",
+			e.settings.Logger.Warn("No whole scrape read the final state within shutdown_grace; unless sharded (?shard=) scrapes read all of it, its last points are not served",
 				zap.Duration("shutdown_grace", grace))
 			return
 		case <-ctx.Done():
