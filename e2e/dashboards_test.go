@@ -83,8 +83,8 @@ func (p dashPanel) name() string {
 
 // loadDashboard reads a dashboard's panels with queries, in order, with the
 // row each sits in (collapsed rows hold their panels, open rows precede
-// them).
-func loadDashboard(t *testing.T, file string) (string, []dashPanel) {
+// them), and its template variables' queries by name.
+func loadDashboard(t *testing.T, file string) (string, []dashPanel, map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "dashboards", file))
 	if err != nil {
@@ -126,7 +126,7 @@ func loadDashboard(t *testing.T, file string) (string, []dashPanel) {
 		}
 	}
 	walk(d.Panels, "")
-	return d.Title, out
+	return d.Title, out, queries
 }
 
 var (
@@ -200,12 +200,22 @@ func labelValues(p *promServer, query string) ([]string, error) {
 	return resp.Data, nil
 }
 
-func evalPanels(p *promServer, panels []dashPanel) []panelResult {
+// evalPanels evaluates every panel with the variables in set at the given
+// values (one value each, as Grafana writes a single selection) and the
+// others in "All" mode. A panel repeating by a variable in set is drawn once,
+// for that value.
+func evalPanels(p *promServer, panels []dashPanel, set map[string]string) []panelResult {
 	out := make([]panelResult, 0, len(panels))
+	fixed := map[string]string{}
+	for k, v := range set {
+		fixed[k] = grafanaRegexEscape(v)
+	}
 	for _, pl := range panels {
 		r := panelResult{panel: pl, series: make([]int, len(pl.targets))}
-		varsList := []map[string]string{{}}
-		if pl.repeat != "" {
+		varsList := []map[string]string{fixed}
+		if v, ok := set[pl.repeat]; ok && pl.repeat != "" {
+			r.repeats = []string{v}
+		} else if pl.repeat != "" {
 			values, err := labelValues(p, pl.repeatQuery)
 			if err == nil && len(values) == 0 {
 				err = fmt.Errorf("no values, so Grafana draws no panel")
@@ -218,7 +228,11 @@ func evalPanels(p *promServer, panels []dashPanel) []panelResult {
 			r.repeats = values
 			varsList = varsList[:0]
 			for _, v := range values {
-				varsList = append(varsList, map[string]string{pl.repeat: grafanaRegexEscape(v)})
+				vars := map[string]string{pl.repeat: grafanaRegexEscape(v)}
+				for k, fv := range fixed {
+					vars[k] = fv
+				}
+				varsList = append(varsList, vars)
 			}
 		}
 		for i, tg := range pl.targets {
@@ -663,7 +677,7 @@ type dashboardRun struct {
 	panels    int // panels with queries in the dashboard
 	input     string
 	start     func(t *testing.T) *dashboardStack
-	feed      func(t *testing.T, col *collector) feed
+	feed      func(t *testing.T, s *dashboardStack) feed
 	wantEmpty map[string]string // panel → why this input cannot fill it
 	partial   map[string]partialPanel
 }
@@ -743,10 +757,10 @@ var (
 
 func TestDashboards(t *testing.T) {
 	runs := []dashboardRun{
-		{kongDashboard, 23, "Kong http-log entries", startKongStack, func(t *testing.T, c *collector) feed { return kongLogFeed(c) }, nil, nil},
-		{kongDashboard, 23, "Kong spans (OTLP)", startKongStack, kongSpanFeed, kongSpanGaps, kongSpanPartial},
-		{apisixDashboard, 17, "APISIX http-logger entries", startAPISIXStack, func(t *testing.T, c *collector) feed { return apisixLogFeed(c) }, nil, nil},
-		{apisixDashboard, 17, "APISIX spans (OTLP)", startAPISIXStack, apisixSpanFeed, apisixSpanGaps, apisixSpanPartial},
+		{kongDashboard, 23, "Kong http-log entries", startKongStack, func(t *testing.T, s *dashboardStack) feed { return kongLogFeed(s.col) }, nil, nil},
+		{kongDashboard, 23, "Kong spans (OTLP)", startKongStack, func(t *testing.T, s *dashboardStack) feed { return kongSpanFeed(t, s.col) }, kongSpanGaps, kongSpanPartial},
+		{apisixDashboard, 17, "APISIX http-logger entries", startAPISIXStack, func(t *testing.T, s *dashboardStack) feed { return apisixLogFeed(s.col) }, nil, nil},
+		{apisixDashboard, 17, "APISIX spans (OTLP)", startAPISIXStack, func(t *testing.T, s *dashboardStack) feed { return apisixSpanFeed(t, s.col) }, apisixSpanGaps, apisixSpanPartial},
 	}
 	for _, run := range runs {
 		t.Run(strings.TrimSuffix(run.file, ".json")+"/"+strings.Fields(run.input)[1], func(t *testing.T) {
@@ -759,7 +773,7 @@ func TestDashboards(t *testing.T) {
 // can fill has data, lets the others have three more scrapes, and checks
 // that exactly the expected panels are empty, printing the table.
 func runDashboard(t *testing.T, run dashboardRun) {
-	title, panels := loadDashboard(t, run.file)
+	title, panels, _ := loadDashboard(t, run.file)
 	if len(panels) != run.panels {
 		t.Fatalf("%s: %d panels with queries, want %d", run.file, len(panels), run.panels)
 	}
@@ -773,12 +787,12 @@ func runDashboard(t *testing.T, run dashboardRun) {
 		}
 	}
 	stack := run.start(t)
-	stop := runFeed(t, run.feed(t, stack.col))
+	stop := runFeed(t, run.feed(t, stack))
 
 	var rs []panelResult
 	deadline := time.Now().Add(convergeTimeout)
 	for {
-		rs = evalPanels(stack.prom, panels)
+		rs = evalPanels(stack.prom, panels, nil)
 		pending := 0
 		for _, r := range rs {
 			if _, gap := run.wantEmpty[r.panel.name()]; !r.ok() && !gap {
@@ -791,7 +805,7 @@ func runDashboard(t *testing.T, run dashboardRun) {
 		time.Sleep(time.Second)
 	}
 	time.Sleep(3 * time.Second) // three more scrapes and flushes for the panels still empty
-	rs = evalPanels(stack.prom, panels)
+	rs = evalPanels(stack.prom, panels, nil)
 	if err := stop(); err != nil {
 		t.Errorf("traffic: %v", err)
 	}
