@@ -16,6 +16,16 @@ package e2e
 //
 // Fed access logs, every panel must have data. Fed spans, the panels spans
 // cannot fill are listed, with why, and the test holds that exact list.
+//
+// Per node: with the receiver's node_label: instance (and honor_labels), the
+// per-request series carry the reporting gateway node as `instance`, so
+// `$instance` can pick one node. These runs feed inputs that name their node
+// (Kong: spans, service.instance.id; Kong's http-log names no node. APISIX:
+// http-logger's server.hostname), the node being a node stand-in's scrape
+// address, each node a different amount; they set `$instance` to the first
+// value of the dashboard's instance variable and want the same panels filled
+// as in "All" mode, the panels that ignore `$instance` listed exactly, and
+// the per-request counts of one node to be that node's requests only.
 
 import (
 	"context"
@@ -29,12 +39,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -83,8 +95,8 @@ func (p dashPanel) name() string {
 
 // loadDashboard reads a dashboard's panels with queries, in order, with the
 // row each sits in (collapsed rows hold their panels, open rows precede
-// them).
-func loadDashboard(t *testing.T, file string) (string, []dashPanel) {
+// them), and its template variables' queries by name.
+func loadDashboard(t *testing.T, file string) (string, []dashPanel, map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "dashboards", file))
 	if err != nil {
@@ -126,7 +138,7 @@ func loadDashboard(t *testing.T, file string) (string, []dashPanel) {
 		}
 	}
 	walk(d.Panels, "")
-	return d.Title, out
+	return d.Title, out, queries
 }
 
 var (
@@ -200,12 +212,22 @@ func labelValues(p *promServer, query string) ([]string, error) {
 	return resp.Data, nil
 }
 
-func evalPanels(p *promServer, panels []dashPanel) []panelResult {
+// evalPanels evaluates every panel with the variables in set at the given
+// values (one value each, as Grafana writes a single selection) and the
+// others in "All" mode. A panel repeating by a variable in set is drawn once,
+// for that value.
+func evalPanels(p *promServer, panels []dashPanel, set map[string]string) []panelResult {
 	out := make([]panelResult, 0, len(panels))
+	fixed := map[string]string{}
+	for k, v := range set {
+		fixed[k] = grafanaRegexEscape(v)
+	}
 	for _, pl := range panels {
 		r := panelResult{panel: pl, series: make([]int, len(pl.targets))}
-		varsList := []map[string]string{{}}
-		if pl.repeat != "" {
+		varsList := []map[string]string{fixed}
+		if v, ok := set[pl.repeat]; ok && pl.repeat != "" {
+			r.repeats = []string{v}
+		} else if pl.repeat != "" {
 			values, err := labelValues(p, pl.repeatQuery)
 			if err == nil && len(values) == 0 {
 				err = fmt.Errorf("no values, so Grafana draws no panel")
@@ -218,7 +240,11 @@ func evalPanels(p *promServer, panels []dashPanel) []panelResult {
 			r.repeats = values
 			varsList = varsList[:0]
 			for _, v := range values {
-				varsList = append(varsList, map[string]string{pl.repeat: grafanaRegexEscape(v)})
+				vars := map[string]string{pl.repeat: grafanaRegexEscape(v)}
+				for k, fv := range fixed {
+					vars[k] = fv
+				}
+				varsList = append(varsList, vars)
 			}
 		}
 		for i, tg := range pl.targets {
@@ -296,8 +322,10 @@ var spaces = regexp.MustCompile(`\s+`)
 func oneLine(s string) string { return strings.TrimSpace(spaces.ReplaceAllString(s, " ")) }
 
 // panelTable renders results as the test prints them; partial names the
-// panels whose data covers only part of the traffic.
-func panelTable(title, input string, rs []panelResult, partial map[string]partialPanel) string {
+// panels whose data covers only part of the traffic, allNodes (per-node
+// runs) those that ignore the selected node; mode is "" or the variables
+// set, as the header shows them.
+func panelTable(title, input, mode string, rs []panelResult, partial map[string]partialPanel, allNodes map[string]string) string {
 	var sb strings.Builder
 	filled := 0
 	for _, r := range rs {
@@ -305,7 +333,7 @@ func panelTable(title, input string, rs []panelResult, partial map[string]partia
 			filled++
 		}
 	}
-	fmt.Fprintf(&sb, "%s, fed %s: %d/%d panels with data\n", title, input, filled, len(rs))
+	fmt.Fprintf(&sb, "%s, fed %s%s: %d/%d panels with data\n", title, input, mode, filled, len(rs))
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "row\tpanel\tseries\tper query\t")
 	for _, r := range rs {
@@ -319,12 +347,16 @@ func panelTable(title, input string, rs []panelResult, partial map[string]partia
 		if len(r.repeats) > 0 {
 			name += fmt.Sprintf(" ×%d ($%s)", len(r.repeats), r.panel.repeat)
 		}
-		mark := ""
+		var marks []string
 		if !r.ok() {
-			mark = "NO DATA"
+			marks = append(marks, "NO DATA")
 		} else if _, ok := partial[r.panel.name()]; ok {
-			mark = "PARTIAL"
+			marks = append(marks, "PARTIAL")
 		}
+		if _, ok := allNodes[r.panel.name()]; ok {
+			marks = append(marks, "ALL NODES")
+		}
+		mark := strings.Join(marks, ", ")
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.panel.row, name, total, strings.Join(per, " "), mark)
 	}
 	_ = tw.Flush()
@@ -463,7 +495,12 @@ func kongLogFeed(col *collector) feed {
 // `kong.router`, and `kong.balancer` (CLIENT) for the upstream try, whose
 // net.peer.name is the service host. Spans carry no sizes and no consumer.
 func kongSpanFeed(t *testing.T, col *collector) feed {
-	tp := newHTTPTracerProvider(t, col.httpAddr, kongResource(newUUIDString()))
+	return kongSpanFeedFrom(t, col, kongResource(newUUIDString()))
+}
+
+// kongSpanFeedFrom is kongSpanFeed from one Kong node: res is its resource.
+func kongSpanFeedFrom(t *testing.T, col *collector, res *resource.Resource) feed {
+	tp := newHTTPTracerProvider(t, col.httpAddr, res)
 	tracer := tp.Tracer("kong-internal", trace.WithInstrumentationVersion("0.1.0"))
 	return func(i int) error {
 		now := time.Now()
@@ -524,13 +561,13 @@ func apisixWave(i int) []apisixRequest {
 
 // json is the request in http-logger's default log format (docs/gateways.md
 // §2d, APISIX 3.18).
-func (a apisixRequest) json() map[string]any {
+func (a apisixRequest) json(hostname string) map[string]any {
 	path := strings.TrimSuffix(a.uri, "/*")
 	e := map[string]any{
 		"request": map[string]any{"method": a.method, "uri": path + "/42", "url": "http://gw.example.com:9080" + path + "/42",
 			"querystring": map[string]any{}, "headers": map[string]any{"host": "gw.example.com"}, "size": a.reqSize},
 		"response":   map[string]any{"status": a.status, "size": a.respSize, "headers": map[string]any{"server": "APISIX/3.18.0"}},
-		"server":     map[string]any{"hostname": "apisix-0", "version": "3.18.0"},
+		"server":     map[string]any{"hostname": hostname, "version": "3.18.0"},
 		"route_id":   a.routeID,
 		"service_id": a.serviceID,
 		"client_ip":  "192.168.65.1", "start_time": time.Now().UnixMilli(),
@@ -552,18 +589,30 @@ func (a apisixRequest) json() map[string]any {
 // apisixLogFeed posts each wave as one http-logger batch (batch_max_size >
 // 1, concat_method json).
 func apisixLogFeed(col *collector) feed {
+	return apisixLogFeedFrom(col, "apisix-0")
+}
+
+// apisixLogFeedFrom is apisixLogFeed from one APISIX node: hostname is its
+// server.hostname.
+func apisixLogFeedFrom(col *collector, hostname string) feed {
 	return func(i int) error {
-		var batch []any
-		for _, r := range apisixWave(i) {
-			batch = append(batch, r.json())
-		}
-		if i%4 == 0 { // a route miss, logged by a global-rule http-logger
-			miss := apisixRequest{routeID: "no-matched", serviceID: "gw.example.com", method: "GET", uri: "/nowhere", status: 404, reqSize: 120, respSize: 230, latencyMS: 0.5, upstreamMS: -1}.json()
-			batch = append(batch, miss)
-		}
+		batch := apisixLogBatch(i, hostname)
 		body, _ := json.Marshal(batch)
 		return postLogs("http://"+col.httpAddr+"/apisix/http-logger", "application/json", body, len(batch))
 	}
+}
+
+// apisixLogBatch is wave i as http-logger entries.
+func apisixLogBatch(i int, hostname string) []any {
+	var batch []any
+	for _, r := range apisixWave(i) {
+		batch = append(batch, r.json(hostname))
+	}
+	if i%4 == 0 { // a route miss, logged by a global-rule http-logger
+		miss := apisixRequest{routeID: "no-matched", serviceID: "gw.example.com", method: "GET", uri: "/nowhere", status: 404, reqSize: 120, respSize: 230, latencyMS: 0.5, upstreamMS: -1}.json(hostname)
+		batch = append(batch, miss)
+	}
+	return batch
 }
 
 // apisixSpanFeed sends each wave as APISIX ≥ 3.17 root spans (scope
@@ -606,6 +655,43 @@ func apisixSpanFeed(t *testing.T, col *collector) feed {
 	}
 }
 
+// perNodeFeed sends wave i from each reporting node, reporter j's feed
+// j+1 times, so no two nodes send the same amount; requests(i) is the
+// number of requests in wave i.
+func perNodeFeed(s *dashboardStack, feeds []feed, requests func(i int) int) feed {
+	return func(i int) error {
+		for j, f := range feeds {
+			for range j + 1 {
+				if err := f(i); err != nil {
+					return err
+				}
+				s.sent[s.reporters[j]].Add(int64(requests(i)))
+			}
+		}
+		return nil
+	}
+}
+
+// kongNodeSpanFeed: each Kong node sends its spans with its scrape address
+// as service.instance.id, which node_label keeps as `instance`.
+func kongNodeSpanFeed(t *testing.T, s *dashboardStack) feed {
+	var feeds []feed
+	for _, node := range s.reporters {
+		feeds = append(feeds, kongSpanFeedFrom(t, s.col, kongResource(node)))
+	}
+	return perNodeFeed(s, feeds, func(i int) int { return len(kongWave(i)) })
+}
+
+// apisixNodeLogFeed: each APISIX node logs with its scrape address as
+// server.hostname, which node_label keeps as `instance`.
+func apisixNodeLogFeed(t *testing.T, s *dashboardStack) feed {
+	var feeds []feed
+	for _, node := range s.reporters {
+		feeds = append(feeds, apisixLogFeedFrom(s.col, node))
+	}
+	return perNodeFeed(s, feeds, func(i int) int { return len(apisixLogBatch(i, "")) })
+}
+
 // ---------------------------------------------------------------------------
 // The runs
 
@@ -616,12 +702,44 @@ type dashboardStack struct {
 	col   *collector
 	prom  *promServer
 	nodes []*gatewayNode
+	// Per-node runs: the gateway nodes that report requests (their node
+	// identity in the input) and how many requests each has sent so far.
+	reporters []string
+	sent      map[string]*atomic.Int64
+}
+
+// withNodeLabel turns on the receiver's node_label: instance.
+func withNodeLabel(cfg string) string {
+	return strings.Replace(cfg, "    flush_interval: 1s\n", "    flush_interval: 1s\n    node_label: instance\n", 1)
+}
+
+// setReporters names the per-node runs' reporting nodes.
+func (s *dashboardStack) setReporters(nodes ...string) {
+	s.reporters = nodes
+	s.sent = map[string]*atomic.Int64{}
+	for _, n := range nodes {
+		s.sent[n] = new(atomic.Int64)
+	}
 }
 
 // startKongStack: two Kong nodes (their Status API /metrics) and the
 // collector polling Kong's Admin API for upstream health, with the node's
 // address as the poller's instance.
 func startKongStack(t *testing.T) *dashboardStack {
+	t.Helper()
+	return startKongStackWith(t, false)
+}
+
+// startKongNodeStack is startKongStack with node_label: instance, both Kong
+// nodes reporting.
+func startKongNodeStack(t *testing.T) *dashboardStack {
+	t.Helper()
+	s := startKongStackWith(t, true)
+	s.setReporters(s.nodes[0].addr, s.nodes[1].addr)
+	return s
+}
+
+func startKongStackWith(t *testing.T, nodeLabel bool) *dashboardStack {
 	t.Helper()
 	nodes := []*gatewayNode{
 		startGatewayNode(t, "/metrics", kongNodeMetrics("0a4d4c6e-81d3-4b7a-9f5e-1f2d3c4b5a60", 1301)),
@@ -634,6 +752,9 @@ func startKongStack(t *testing.T) *dashboardStack {
           interval: 1s
 `
 	cfg := strings.Replace(profileConfig("kong"), "    flush_interval: 1s\n", "    flush_interval: 1s\n"+health, 1)
+	if nodeLabel {
+		cfg = withNodeLabel(cfg)
+	}
 	col := startCollectorWith(t, cfg, 4)
 	prom := startPrometheusWith(t, fmt.Sprintf(plainScrapeConfig, col.promAddr)+`  - job_name: kong
     static_configs:
@@ -647,8 +768,29 @@ func startKongStack(t *testing.T) *dashboardStack {
 // (see README "Existing dashboards").
 func startAPISIXStack(t *testing.T) *dashboardStack {
 	t.Helper()
+	return startAPISIXStackWith(t, false)
+}
+
+// startAPISIXNodeStack is startAPISIXStack with node_label: instance and two
+// reporting nodes: the node stand-in, and apisix-1:9091, a node whose export
+// server this Prometheus does not scrape (the shared dict panel allows one
+// scraped APISIX node), so its requests are there for the stand-in's
+// `$instance` to leave out.
+func startAPISIXNodeStack(t *testing.T) *dashboardStack {
+	t.Helper()
+	s := startAPISIXStackWith(t, true)
+	s.setReporters(s.nodes[0].addr, "apisix-1:9091")
+	return s
+}
+
+func startAPISIXStackWith(t *testing.T, nodeLabel bool) *dashboardStack {
+	t.Helper()
 	nodes := []*gatewayNode{startGatewayNode(t, "/apisix/prometheus/metrics", apisixNodeMetrics("apisix-0"))}
-	col := startCollectorWith(t, profileConfig("apisix"), 4)
+	cfg := profileConfig("apisix")
+	if nodeLabel {
+		cfg = withNodeLabel(cfg)
+	}
+	col := startCollectorWith(t, cfg, 4)
 	prom := startPrometheusWith(t, fmt.Sprintf(plainScrapeConfig, col.promAddr)+`  - job_name: apisix
     metrics_path: /apisix/prometheus/metrics
     static_configs:
@@ -663,9 +805,13 @@ type dashboardRun struct {
 	panels    int // panels with queries in the dashboard
 	input     string
 	start     func(t *testing.T) *dashboardStack
-	feed      func(t *testing.T, col *collector) feed
+	feed      func(t *testing.T, s *dashboardStack) feed
 	wantEmpty map[string]string // panel → why this input cannot fill it
 	partial   map[string]partialPanel
+	// perNode: $instance is one node (the instance variable's first value),
+	// and allNodes the panels that ignore it (panel → why).
+	perNode  bool
+	allNodes map[string]string
 }
 
 // partialPanel is a panel an input fills only in part: some requests are
@@ -741,15 +887,42 @@ var (
 	}
 )
 
+// Per node, the panels whose queries ignore $instance: they show every
+// node's data whichever node is selected.
+var (
+	kongAllNodes = map[string]string{
+		"Request Time across all services":   "kong_request_latency_ms_bucket{}: the query has no instance matcher",
+		"Upstream time across all services":  "kong_upstream_latency_ms_bucket{}: the query has no instance matcher",
+		"Ingress per service/route":          `kong_bandwidth_bytes{direction="ingress", service=~"$service"}: filters by $service only`,
+		"Healthy status":                     "kong_upstream_target_health: filters by $upstream only (upstream health is the cluster's, polled from one Admin API)",
+		`(untitled table in row "Upstream")`: "kong_upstream_target_health: filters by $upstream only (upstream health is the cluster's, polled from one Admin API)",
+	}
+	apisixLatencyAllNodes = `apisix_http_latency: filters by $node, APISIX's upstream node, not by $instance`
+	apisixAllNodes        = map[string]string{
+		"Request Latency":                      apisixLatencyAllNodes,
+		"APISIX Latency":                       apisixLatencyAllNodes,
+		"Upstream Latency":                     apisixLatencyAllNodes,
+		"Etcd modify indexes":                  "apisix_etcd_modify_indexes: the query has no instance matcher",
+		"Nginx shared dict free space percent": "apisix_shared_dict_*_bytes: the query has no instance matcher",
+	}
+)
+
 func TestDashboards(t *testing.T) {
 	runs := []dashboardRun{
-		{kongDashboard, 23, "Kong http-log entries", startKongStack, func(t *testing.T, c *collector) feed { return kongLogFeed(c) }, nil, nil},
-		{kongDashboard, 23, "Kong spans (OTLP)", startKongStack, kongSpanFeed, kongSpanGaps, kongSpanPartial},
-		{apisixDashboard, 17, "APISIX http-logger entries", startAPISIXStack, func(t *testing.T, c *collector) feed { return apisixLogFeed(c) }, nil, nil},
-		{apisixDashboard, 17, "APISIX spans (OTLP)", startAPISIXStack, apisixSpanFeed, apisixSpanGaps, apisixSpanPartial},
+		{kongDashboard, 23, "Kong http-log entries", startKongStack, func(t *testing.T, s *dashboardStack) feed { return kongLogFeed(s.col) }, nil, nil, false, nil},
+		{kongDashboard, 23, "Kong spans (OTLP)", startKongStack, func(t *testing.T, s *dashboardStack) feed { return kongSpanFeed(t, s.col) }, kongSpanGaps, kongSpanPartial, false, nil},
+		{apisixDashboard, 17, "APISIX http-logger entries", startAPISIXStack, func(t *testing.T, s *dashboardStack) feed { return apisixLogFeed(s.col) }, nil, nil, false, nil},
+		{apisixDashboard, 17, "APISIX spans (OTLP)", startAPISIXStack, func(t *testing.T, s *dashboardStack) feed { return apisixSpanFeed(t, s.col) }, apisixSpanGaps, apisixSpanPartial, false, nil},
+		// Per node. Kong's http-log names no node, so Kong is fed spans.
+		{kongDashboard, 23, "Kong spans (OTLP)", startKongNodeStack, kongNodeSpanFeed, kongSpanGaps, kongSpanPartial, true, kongAllNodes},
+		{apisixDashboard, 17, "APISIX http-logger entries", startAPISIXNodeStack, apisixNodeLogFeed, nil, nil, true, apisixAllNodes},
 	}
 	for _, run := range runs {
-		t.Run(strings.TrimSuffix(run.file, ".json")+"/"+strings.Fields(run.input)[1], func(t *testing.T) {
+		name := strings.TrimSuffix(run.file, ".json") + "/" + strings.Fields(run.input)[1]
+		if run.perNode {
+			name += "/per-node"
+		}
+		t.Run(name, func(t *testing.T) {
 			runDashboard(t, run)
 		})
 	}
@@ -759,11 +932,16 @@ func TestDashboards(t *testing.T) {
 // can fill has data, lets the others have three more scrapes, and checks
 // that exactly the expected panels are empty, printing the table.
 func runDashboard(t *testing.T, run dashboardRun) {
-	title, panels := loadDashboard(t, run.file)
+	title, panels, variables := loadDashboard(t, run.file)
 	if len(panels) != run.panels {
 		t.Fatalf("%s: %d panels with queries, want %d", run.file, len(panels), run.panels)
 	}
-	for _, name := range append(mapKeys(run.wantEmpty), mapKeys(run.partial)...) {
+	if run.perNode {
+		if got, want := panelsIgnoring(panels, "instance"), mapKeys(run.allNodes); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s: the panels ignoring $instance are %q, the test lists %q", run.file, got, want)
+		}
+	}
+	for _, name := range append(append(mapKeys(run.wantEmpty), mapKeys(run.partial)...), mapKeys(run.allNodes)...) {
 		found := false
 		for _, p := range panels {
 			found = found || p.name() == name
@@ -773,12 +951,33 @@ func runDashboard(t *testing.T, run dashboardRun) {
 		}
 	}
 	stack := run.start(t)
-	stop := runFeed(t, run.feed(t, stack.col))
+	stop := runFeed(t, run.feed(t, stack))
 
+	// set: in per-node runs, $instance at the instance variable's first
+	// value, once it has one.
+	var set map[string]string
+	choose := func() bool {
+		if !run.perNode {
+			return true
+		}
+		values, err := labelValues(stack.prom, variables["instance"])
+		if err != nil || len(values) == 0 {
+			return false
+		}
+		set = map[string]string{"instance": values[0]}
+		return true
+	}
 	var rs []panelResult
 	deadline := time.Now().Add(convergeTimeout)
 	for {
-		rs = evalPanels(stack.prom, panels)
+		if !choose() {
+			if time.Now().After(deadline) {
+				t.Fatalf("$instance = %s has no values", variables["instance"])
+			}
+			time.Sleep(time.Second)
+			continue
+		}
+		rs = evalPanels(stack.prom, panels, set)
 		pending := 0
 		for _, r := range rs {
 			if _, gap := run.wantEmpty[r.panel.name()]; !r.ok() && !gap {
@@ -791,12 +990,17 @@ func runDashboard(t *testing.T, run dashboardRun) {
 		time.Sleep(time.Second)
 	}
 	time.Sleep(3 * time.Second) // three more scrapes and flushes for the panels still empty
-	rs = evalPanels(stack.prom, panels)
+	choose()
+	rs = evalPanels(stack.prom, panels, set)
 	if err := stop(); err != nil {
 		t.Errorf("traffic: %v", err)
 	}
 
-	t.Logf("\n%s", panelTable(title, run.input, rs, run.partial))
+	mode := ""
+	if run.perNode {
+		mode = fmt.Sprintf(", node_label: instance, $instance = %s", set["instance"])
+	}
+	t.Logf("\n%s", panelTable(title, run.input, mode, rs, run.partial, run.allNodes))
 	for _, r := range rs {
 		why, gap := run.wantEmpty[r.panel.name()]
 		switch {
@@ -815,7 +1019,120 @@ func runDashboard(t *testing.T, run dashboardRun) {
 				t.Logf("as expected, %s fills %q only in part: %s (%s)", run.input, r.panel.name(), pp.why, figures)
 			}
 		}
+		if why, ok := run.allNodes[r.panel.name()]; ok && r.ok() {
+			t.Logf("as expected, %q shows every node's data, not only $instance's: %s", r.panel.name(), why)
+		}
 	}
+	if run.perNode {
+		checkPerNode(t, stack, panels, set["instance"])
+	}
+}
+
+// panelsIgnoring names the panels with a query that does not use the
+// variable and that do not repeat by it, sorted.
+func panelsIgnoring(panels []dashPanel, variable string) []string {
+	var out []string
+	for _, p := range panels {
+		if p.repeat == variable {
+			continue
+		}
+		for _, tg := range p.targets {
+			uses := false
+			for _, m := range grafanaVariable.FindAllStringSubmatch(tg.Expr, -1) {
+				uses = uses || m[1]+m[2]+m[3] == variable
+			}
+			if !uses {
+				out = append(out, p.name())
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// rateCall is a rate over a range: rate(x[1m]) → x.
+var rateCall = regexp.MustCompile(`\b(?:i?rate|increase)\((.+)\[[^\]]+\]\)`)
+
+// checkPerNode holds a per-node run to what the selection means: the
+// selected node is a scraped node that reports requests; the per-request
+// series carry exactly the reporting nodes as `instance`, with the
+// collector label beside it; and once the traffic has stopped, the "Total
+// requests per second (RPS)" panel's counter (its query without the rate)
+// for each node is that node's requests, the nodes having sent different
+// amounts, and for All the sum.
+func checkPerNode(t *testing.T, stack *dashboardStack, panels []dashPanel, selected string) {
+	t.Helper()
+	scraped, reports := false, false
+	for _, n := range stack.nodes {
+		scraped = scraped || n.addr == selected
+	}
+	for _, n := range stack.reporters {
+		reports = reports || n == selected
+	}
+	if !scraped || !reports {
+		t.Errorf("$instance = %q: want a scraped node stand-in that reports requests (reporters %q)", selected, stack.reporters)
+	}
+	var expr string
+	for _, p := range panels {
+		if p.name() == "Total requests per second (RPS)" {
+			expr = p.targets[0].Expr
+		}
+	}
+	counter := rateCall.ReplaceAllString(expr, "$1")
+	metric := regexp.MustCompile(`\w+\{`).FindString(counter)
+	if expr == "" || counter == expr || metric == "" {
+		t.Fatalf("no counter in the total RPS panel's query %q", expr)
+	}
+	metric = strings.TrimSuffix(metric, "{")
+	want := append([]string(nil), stack.reporters...)
+	sort.Strings(want)
+	eventually(t, 10*time.Second, "the reporting nodes as "+metric+"'s instance, the collector label beside it", func() (bool, string) {
+		instances, err := labelValues(stack.prom, "label_values("+metric+", instance)")
+		collectors, err2 := labelValues(stack.prom, "label_values("+metric+", collector)")
+		state := fmt.Sprintf("instance %q (%v), collector %q (%v)", instances, err, collectors, err2)
+		return strings.Join(instances, " ") == strings.Join(want, " ") && strings.Join(collectors, " ") == "e2e-0", state
+	})
+	var queries []string
+	var sent []int64
+	var total int64
+	for _, n := range stack.reporters {
+		q, err := substitute(counter, map[string]string{"instance": grafanaRegexEscape(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, q)
+		sent = append(sent, stack.sent[n].Load())
+		total += sent[len(sent)-1]
+	}
+	all, _ := substitute(counter, nil)
+	queries = append(queries, all)
+	sent = append(sent, total)
+	var figures []string
+	eventually(t, 10*time.Second, "each node's requests in its own series", func() (bool, string) {
+		got, err := promScalarsAt(stack.prom, queries...)
+		if err != nil {
+			return false, err.Error()
+		}
+		figures = figures[:0]
+		ok := true
+		for i, q := range queries {
+			name := "All"
+			if i < len(stack.reporters) {
+				name = stack.reporters[i]
+				if name == selected {
+					name += " (selected)"
+				}
+			}
+			figures = append(figures, fmt.Sprintf("%s: %s = %v, sent %d", name, q, got[i], sent[i]))
+			ok = ok && got[i] == float64(sent[i])
+		}
+		return ok, strings.Join(figures, "\n")
+	})
+	if sent[0] == sent[1] || sent[0] == 0 {
+		t.Errorf("the nodes sent %v requests: want different non-zero amounts", sent)
+	}
+	t.Logf("per node, the total RPS panel's counter counts each node's requests only:\n  %s", strings.Join(figures, "\n  "))
 }
 
 func mapKeys[V any](m map[string]V) []string {
