@@ -57,6 +57,7 @@ const (
 	measureAPISIXLLMLatency
 	measureAPISIXPromptTokens
 	measureAPISIXCompletionTokens
+	measureAPISIXFirstTokenMS
 )
 
 // valueOf returns the event's value for m; false when the event does not
@@ -100,6 +101,8 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 		return e.UpstreamMS, e.GenAI.IsLLM() && e.UpstreamMS >= 0 && e.StatusCode > 0 && e.StatusCode < 400
 	case measureAPISIXPromptTokens:
 		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens > 0
+	case measureAPISIXFirstTokenMS:
+		return e.GenAI.FirstTokenMS, e.GenAI.IsLLM() && e.GenAI.Stream && e.GenAI.FirstTokenMS >= 0
 	case measureAPISIXCompletionTokens:
 		return float64(e.GenAI.OutputTokens), e.GenAI.IsLLM() && e.GenAI.OutputTokens > 0
 	}

@@ -32,6 +32,8 @@ type apisixLLMSummary struct {
 	// Stream is true for a streamed request (request_type ai_stream); a
 	// non-boolean reads as false.
 	Stream looseBool `json:"stream"`
+	// Duration is $llm_time_to_first_token (ms).
+	Duration Number `json:"duration"`
 }
 
 // looseBool is a JSON true; anything else (false, "true" as a string from
@@ -45,7 +47,7 @@ func (b *looseBool) UnmarshalJSON(v []byte) error {
 }
 
 func (s *apisixLLMSummary) reset() {
-	*s = apisixLLMSummary{PromptTokens: unknownNumber(), CompletionTokens: unknownNumber()}
+	*s = apisixLLMSummary{PromptTokens: unknownNumber(), CompletionTokens: unknownNumber(), Duration: unknownNumber()}
 }
 
 // genAI fills g. gen_ai.request.model is the model the request was made to,
@@ -58,6 +60,10 @@ func (s *apisixLLMSummary) genAI(g *GenAI, p *plausible) {
 	}
 	g.ClientModel = string(s.RequestModel)
 	g.Stream = bool(s.Stream)
+	if g.Stream {
+		// APISIX observes the time to first token for ai_stream only (§2c).
+		g.FirstTokenMS = p.ms("llm_summary.duration", s.Duration)
+	}
 	g.InputTokens = p.count("llm_summary.prompt_tokens", s.PromptTokens, maxTokens)
 	g.OutputTokens = p.count("llm_summary.completion_tokens", s.CompletionTokens, maxTokens)
 }

@@ -112,6 +112,9 @@ type GenAI struct {
 	ClientModel string
 	// Stream: the client asked for a streamed answer (APISIX ai_stream).
 	Stream bool
+	// FirstTokenMS is the time to the first token of a streamed answer
+	// (APISIX llm_summary.duration); Unknown when absent.
+	FirstTokenMS float64
 	// InputTokens, OutputTokens and TotalTokens are Unknown when absent.
 	InputTokens, OutputTokens, TotalTokens int64
 	// Cost is the request's cost as the gateway computed it (Kong's ai
@@ -131,7 +134,7 @@ func (g *GenAI) IsLLM() bool {
 // Reset clears e for reuse, with every measurement Unknown.
 func (e *Event) Reset() {
 	*e = Event{Weight: 1, TotalMS: Unknown, UpstreamMS: Unknown, AddedMS: Unknown, RequestSize: Unknown, ResponseSize: Unknown,
-		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown}}
+		GenAI: GenAI{InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown, FirstTokenMS: Unknown}}
 }
 
 // GatewayMS is the latency the gateway added: AddedMS when the gateway

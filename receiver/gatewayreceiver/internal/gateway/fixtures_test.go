@@ -179,7 +179,7 @@ func TestSpanFixtures(t *testing.T) {
 				"gen_ai.usage.input_tokens": int64(12), "gen_ai.usage.output_tokens": int64(30)}}),
 		want: func(e *Event) {
 			e.Kind, e.Gateway, e.Route, e.Method, e.StatusCode, e.TotalMS = KindSemconv, "ai-gw", "/v1/chat", "POST", 200, 900
-			e.GenAI = GenAI{Provider: "openai", RequestModel: "gpt-4o", ResponseModel: "gpt-4o-2024-08-06", InputTokens: 12, OutputTokens: 30, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown}
+			e.GenAI = GenAI{Provider: "openai", RequestModel: "gpt-4o", ResponseModel: "gpt-4o-2024-08-06", InputTokens: 12, OutputTokens: 30, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown}
 		},
 	}}
 	for _, c := range cases {

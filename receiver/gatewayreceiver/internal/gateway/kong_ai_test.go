@@ -20,7 +20,7 @@ func kongAISampleEvent() Event {
 	e.ServiceID, e.ServiceName, e.ServiceHost, e.Upstream = "3e2b7c1d-5f6a-4b8c-9d0e-1f2a3b4c5d6e", "openai-service", "api.openai.com", "api.openai.com"
 	e.Workspace, e.Target, e.TargetPort = "default", "162.159.140.245", 443
 	e.TotalMS, e.UpstreamMS, e.AddedMS, e.RequestSize, e.ResponseSize = 1536, 1532, 3, 323, 1045
-	e.GenAI = GenAI{Provider: "openai", RequestModel: "gpt-3.5-turbo", ResponseModel: "gpt-3.5-turbo-0613", InputTokens: 25, OutputTokens: 12, TotalTokens: 37, Cost: 0.00037, ProviderMS: 1530}
+	e.GenAI = GenAI{Provider: "openai", RequestModel: "gpt-3.5-turbo", ResponseModel: "gpt-3.5-turbo-0613", InputTokens: 25, OutputTokens: 12, TotalTokens: 37, Cost: 0.00037, FirstTokenMS: Unknown, ProviderMS: 1530}
 	return e
 }
 
@@ -97,44 +97,44 @@ func TestKongHTTPLogAIShapes(t *testing.T) {
 		ai: `{"payload": {"request": "{}"}, "ai-proxy": {"payload": {"response": "{}"}, "cache": {},
 			"meta": {"plugin_id": "6e7c40f6-ce96-48e4-a366-d109c169e444", "provider_name": "openai", "request_model": "gpt-3.5-turbo", "response_model": "gpt-3.5-turbo-0613"},
 			"usage": {"prompt_tokens": 25, "completion_tokens": 12, "total_tokens": 37, "cost": 0.00037}}}`,
-		want: GenAI{Provider: "openai", RequestModel: "gpt-3.5-turbo", ResponseModel: "gpt-3.5-turbo-0613", InputTokens: 25, OutputTokens: 12, TotalTokens: 37, Cost: 0.00037, ProviderMS: Unknown},
+		want: GenAI{Provider: "openai", RequestModel: "gpt-3.5-turbo", ResponseModel: "gpt-3.5-turbo-0613", InputTokens: 25, OutputTokens: 12, TotalTokens: 37, Cost: 0.00037, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		// A transformer's own LLM call and the proxied request: the proxy
 		// namespace wins whatever the key order.
 		name: "transformer and proxy",
 		ai: `{"ai-request-transformer": {"meta": {"provider_name": "openai", "request_model": "gpt-4", "response_model": "gpt-3.5-turbo-0613"}, "usage": {"prompt_tokens": 25, "completion_tokens": 12}},
 			"proxy": {"meta": {"provider_name": "cohere", "request_model": "command", "response_model": "command", "llm_latency": 2670}, "usage": {"prompt_tokens": 28, "completion_tokens": 20, "total_tokens": 48}}}`,
-		want: GenAI{Provider: "cohere", RequestModel: "command", ResponseModel: "command", InputTokens: 28, OutputTokens: 20, TotalTokens: 48, Cost: Unknown, ProviderMS: 2670},
+		want: GenAI{Provider: "cohere", RequestModel: "command", ResponseModel: "command", InputTokens: 28, OutputTokens: 20, TotalTokens: 48, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: 2670},
 	}, {
 		name: "ai-proxy before ai-proxy-advanced",
 		ai: `{"ai-proxy-advanced": {"meta": {"provider_name": "azure", "request_model": "gpt-35-turbo"}},
 			"ai-proxy": {"meta": {"provider_name": "cohere", "request_model": "command"}}}`,
-		want: GenAI{Provider: "cohere", RequestModel: "command", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want: GenAI{Provider: "cohere", RequestModel: "command", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		// Only transformers: the first key in byte order, never map order.
 		name: "transformers only",
 		ai: `{"ai-response-transformer": {"meta": {"provider_name": "azure", "request_model": "gpt-35-turbo"}},
 			"ai-request-transformer": {"meta": {"provider_name": "openai", "request_model": "gpt-4"}, "usage": {"prompt_tokens": 25}}}`,
-		want: GenAI{Provider: "openai", RequestModel: "gpt-4", InputTokens: 25, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want: GenAI{Provider: "openai", RequestModel: "gpt-4", InputTokens: 25, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		// A proxy value without GenAI fields (a cache-only object) does not
 		// hide a later one.
 		name: "empty proxy, then ai-proxy",
 		ai:   `{"proxy": {"cache": {"cache_status": "Miss"}}, "ai-proxy": {"meta": {"provider_name": "mistral", "response_model": "mistral-tiny"}}}`,
-		want: GenAI{Provider: "mistral", ResponseModel: "mistral-tiny", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want: GenAI{Provider: "mistral", ResponseModel: "mistral-tiny", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		// Nested guardrail objects and the 3.11+ token details are ignored;
 		// numbers that are not counts read as Unknown, as sizes do.
 		name: "3.11 extras, odd counts",
 		ai: `{"proxy": {"aws-guardrails": {"guardrails_id": "g1", "input_processing_latency": 12}, "meta": {"provider_name": "bedrock", "request_model": "m", "request_mode": "oneshot"},
 			"usage": {"prompt_tokens": "7", "prompt_tokens_details": {"cached_tokens": 2}, "completion_tokens": -1}}}`,
-		want: GenAI{Provider: "bedrock", RequestModel: "m", InputTokens: 7, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want: GenAI{Provider: "bedrock", RequestModel: "m", InputTokens: 7, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		// Values after the one read are never decoded, so their shape
 		// cannot reject the entry.
 		name: "later values unread",
 		ai:   `{"proxy": {"meta": {"provider_name": "openai"}}, "ai-request-transformer": {"meta": 5}}`,
-		want: GenAI{Provider: "openai", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, ProviderMS: Unknown},
+		want: GenAI{Provider: "openai", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
