@@ -307,6 +307,9 @@ exporters:
     metric_expiration: 5m
     # Gateway series keep exactly their gateway labels (no otel_scope_*).
     without_scope_info: true
+    # The tests stop Prometheus first (cleanups run last-started first), so
+    # no scrape would end the default 15s grace; TestFleet tests the grace.
+    shutdown_grace: 1s
 service:
   telemetry:
     logs:
