@@ -264,11 +264,11 @@ func TestSoak(t *testing.T) {
 	// accepted big exports.
 	waitGoodExact(t, col, good)
 	wantOther := seriesCounts{
-		`{http_request_method="GET", http_response_status_code="200", http_route="/soak-kong"}`:                 float64(kongGood.Load()),
-		`{http_request_method="POST", http_response_status_code="200", http_route="/soak-big", job="soak-big"}`: float64(bigAccepted.Load()) * float64(bigSpans),
+		`{collector="e2e-0", http_request_method="GET", http_response_status_code="200", http_route="/soak-kong"}`:                 float64(kongGood.Load()),
+		`{collector="e2e-0", http_request_method="POST", http_response_status_code="200", http_route="/soak-big", job="soak-big"}`: float64(bigAccepted.Load()) * float64(bigSpans),
 	}
 	if bigAccepted.Load() == 0 {
-		delete(wantOther, `{http_request_method="POST", http_response_status_code="200", http_route="/soak-big", job="soak-big"}`)
+		delete(wantOther, `{collector="e2e-0", http_request_method="POST", http_response_status_code="200", http_route="/soak-big", job="soak-big"}`)
 	}
 	eventually(t, convergeTimeout, "the good Kong entries and the accepted big exports", func() (bool, string) {
 		got, _, err := scrapeFamily(col, metricName, func(l string) bool {
