@@ -101,8 +101,9 @@ func newSeries(f *family, key tupleKey) *series {
 
 // add records value v of an event that stands for w requests (a sampled
 // span's adjusted count; 1 otherwise): sums add v·w, histograms observe v
-// w times, and keep e as the bucket's exemplar when it carries a trace.
-func (s *series) add(f *family, v float64, w uint64, e *gateway.Event) {
+// w times, and keep traced (nil for an event without a trace) as the
+// bucket's exemplar.
+func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
 	if !f.hist {
 		s.total += v * float64(w)
 		return
@@ -113,8 +114,8 @@ func (s *series) add(f *family, v float64, w uint64, e *gateway.Event) {
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
 	s.buckets[i] += w
-	if e.TraceID != ([16]byte{}) {
-		s.meta.exemplar(i, len(s.buckets), e, v)
+	if traced != nil {
+		s.meta.exemplar(i, len(s.buckets), traced, v)
 	}
 }
 
@@ -228,6 +229,13 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		b = a.admitLocked(k)
 	}
 	b.seen = true
+	// Whether the event carries a trace (an exemplar) is decided once, not
+	// per histogram.
+	var traced *gateway.Event
+	if e.TraceID != ([16]byte{}) {
+		traced = e
+	}
+	w := max(e.Weight, 1)
 	for i := range a.prof.families {
 		f := &a.prof.families[i]
 		s := b.series[i]
@@ -235,7 +243,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		if !ok {
 			continue
 		}
-		s.add(f, v, max(e.Weight, 1), e)
+		s.add(f, v, w, traced)
 		if !s.touched {
 			s.touched = true
 			a.fams[i].touched = append(a.fams[i].touched, s)

@@ -234,6 +234,12 @@ func names(has func(*Gateway) bool) []string {
 // health section's poller lists).
 func PollerNames() []string { return names(func(g *Gateway) bool { return g.Poller != nil }) }
 
+// PagedPollerNames lists the gateways whose admin APIs page their lists
+// (their pollers take page_size and admin_token).
+func PagedPollerNames() []string {
+	return names(func(g *Gateway) bool { return g.Poller != nil && g.Poller.Paged })
+}
+
 // HealthNames lists the gateways with upstream health (a pushed event's
 // `kind`).
 func HealthNames() []string { return names(func(g *Gateway) bool { return g.HealthStates != nil }) }

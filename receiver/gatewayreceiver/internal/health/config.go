@@ -207,7 +207,7 @@ func (p *PollerConfig) validate(name string, spec *gateway.PollerSpec, staleAfte
 		errs = errors.Join(errs, fmt.Errorf("%s.page_size must be in [1, %d], got %d", name, maxPageSize, p.PageSize))
 	}
 	if !spec.Paged && (p.AdminToken != "" || p.PageSize != 0) {
-		errs = errors.Join(errs, fmt.Errorf("%s: admin_token and page_size apply to %s pollers only", name, gateway.OneOf(pagedNames())))
+		errs = errors.Join(errs, fmt.Errorf("%s: admin_token and page_size apply to %s pollers only", name, gateway.OneOf(gateway.PagedPollerNames())))
 	}
 	if iv := p.interval(); staleAfter > 0 && staleAfter <= iv {
 		errs = errors.Join(errs, fmt.Errorf("stale_after (%v) must be longer than %s.interval (%v)", staleAfter, name, iv))
@@ -231,17 +231,6 @@ func (c *Config) pollerGroups() []pollerGroup {
 		}
 	}
 	return groups
-}
-
-// pagedNames lists the gateways whose pollers take page_size and admin_token.
-func pagedNames() []string {
-	var out []string
-	for _, g := range gateway.Gateways() {
-		if g.Poller != nil && g.Poller.Paged {
-			out = append(out, g.Name)
-		}
-	}
-	return out
 }
 
 func (p *PollerConfig) interval() time.Duration {
