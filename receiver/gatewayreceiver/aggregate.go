@@ -60,8 +60,12 @@ type series struct {
 type seriesMeta struct {
 	key tupleKey // projected on the family's labels
 	// ex is, per bucket, the last sampled request observed in it this
-	// window; allocated on the first one (spans with a trace id only).
+	// window; allocated on the first one (spans with a trace id only). An
+	// exponential histogram keeps one, the last.
 	ex []exemplar
+	// exp holds the buckets of an exponential histogram (nil otherwise):
+	// its updates touch this cold part as well.
+	exp *expoHist
 }
 
 // exemplar is one observed request that carried a trace: its ids and
@@ -86,7 +90,7 @@ type histSeries struct {
 func newSeries(f *family, key tupleKey) *series {
 	var s *series
 	switch n := len(f.bounds) + 1; {
-	case !f.hist:
+	case !f.hist || f.expoSize > 0:
 		s = new(series)
 	case n <= maxInlineBuckets:
 		h := new(histSeries)
@@ -96,6 +100,9 @@ func newSeries(f *family, key tupleKey) *series {
 		s = &series{buckets: make([]uint64, n)}
 	}
 	s.meta = &seriesMeta{key: key}
+	if f.expoSize > 0 {
+		s.meta.exp = newExpoHist(f.expoSize)
+	}
 	return s
 }
 
@@ -111,6 +118,13 @@ func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
 	v *= f.scale
 	s.count += w
 	s.sum += v * float64(w)
+	if s.meta.exp != nil {
+		s.meta.exp.observe(v, w)
+		if traced != nil {
+			s.meta.exemplar(0, 1, traced, v)
+		}
+		return
+	}
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
 	s.buckets[i] += w
@@ -203,6 +217,16 @@ type point struct {
 	count          uint64
 	bucketsStart   int // into bucketBuf
 	exStart, exEnd int // into exBuf
+	// expo is the exponential histogram's layout (expoSize families).
+	expo expoPoint
+}
+
+// expoPoint is the layout of an exponential histogram point: its buckets
+// are bucketBuf[bucketsStart:][:n], the first of index offset at scale.
+type expoPoint struct {
+	scale, offset int32
+	n             int
+	zero          uint64
 }
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
@@ -381,6 +405,12 @@ func (a *aggregator) take() ([]point, []uint64) {
 				}
 			}
 			p.exEnd = len(a.exBuf)
+			if h := s.meta.exp; h != nil {
+				off, counts := h.buckets()
+				p.expo = expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}
+				a.bucketBuf = append(a.bucketBuf, counts...)
+				h.reset()
+			}
 			a.bucketBuf = append(a.bucketBuf, s.buckets...)
 			a.snap = append(a.snap, p)
 			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
@@ -454,6 +484,9 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		for i := range s.buckets {
 			s.buckets[i] += buckets[p.bucketsStart+i]
 		}
+		if h := s.meta.exp; h != nil {
+			h.merge(p.expo.scale, p.expo.offset, buckets[p.bucketsStart:][:p.expo.n], p.expo.zero)
+		}
 		s.seen = true
 		if !s.touched {
 			s.touched = true
@@ -477,7 +510,8 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 	}
 	scopes := make(map[gatewayID]pmetric.MetricSlice)
 	metrics := make(map[metricKey]pmetric.Metric)
-	for _, p := range points {
+	for i := range points {
+		p := &points[i]
 		f := &a.prof.families[p.fam]
 		id := gatewayID{p.key.namespace, p.key.gateway}
 		ms, ok := scopes[id]
@@ -505,9 +539,12 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			m.SetName(f.name)
 			m.SetUnit(f.unit)
 			m.SetDescription(f.desc)
-			if f.hist {
+			switch {
+			case f.expoSize > 0:
+				m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+			case f.hist:
 				m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-			} else {
+			default:
 				sum := m.SetEmptySum()
 				sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 				sum.SetIsMonotonic(true)
@@ -515,7 +552,20 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			metrics[mk] = m
 		}
 		var attrs pcommon.Map
-		if f.hist {
+		switch {
+		case f.expoSize > 0:
+			dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			dp.SetCount(p.count)
+			dp.SetSum(p.sum)
+			dp.SetScale(p.expo.scale)
+			dp.SetZeroCount(p.expo.zero)
+			dp.Positive().SetOffset(p.expo.offset)
+			dp.Positive().BucketCounts().FromRaw(buckets[p.bucketsStart:][:p.expo.n])
+			a.exemplars(dp.Exemplars(), p, now)
+			attrs = dp.Attributes()
+		case f.hist:
 			dp := m.Histogram().DataPoints().AppendEmpty()
 			dp.SetStartTimestamp(start)
 			dp.SetTimestamp(now)
@@ -523,15 +573,9 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			dp.SetSum(p.sum)
 			dp.ExplicitBounds().FromRaw(f.bounds)
 			dp.BucketCounts().FromRaw(buckets[p.bucketsStart : p.bucketsStart+len(f.bounds)+1])
-			for _, x := range a.exBuf[p.exStart:p.exEnd] {
-				ex := dp.Exemplars().AppendEmpty()
-				ex.SetTimestamp(now)
-				ex.SetDoubleValue(x.value)
-				ex.SetTraceID(x.trace)
-				ex.SetSpanID(x.span)
-			}
+			a.exemplars(dp.Exemplars(), p, now)
 			attrs = dp.Attributes()
-		} else {
+		default:
 			dp := m.Sum().DataPoints().AppendEmpty()
 			dp.SetStartTimestamp(start)
 			dp.SetTimestamp(now)
@@ -566,6 +610,17 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 		}
 	}
 	return md
+}
+
+// exemplars writes a histogram point's exemplars.
+func (a *aggregator) exemplars(dst pmetric.ExemplarSlice, p *point, now pcommon.Timestamp) {
+	for _, x := range a.exBuf[p.exStart:p.exEnd] {
+		ex := dst.AppendEmpty()
+		ex.SetTimestamp(now)
+		ex.SetDoubleValue(x.value)
+		ex.SetTraceID(x.trace)
+		ex.SetSpanID(x.span)
+	}
 }
 
 // writeLabels writes a point's attributes in the gateway's label order, the

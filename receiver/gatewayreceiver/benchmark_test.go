@@ -38,7 +38,7 @@ func BenchmarkIngest(b *testing.B) {
 // event: Kong-shaped events (as bench/receiver's workload: 10k routes, 90 %
 // 200s, a balancer target each) whose tuples were all seen before the timer
 // starts, added under one lock as addEvents does. allocs/op is allocations
-// per event (issue 5: 0). bench/receiver's TestReport runs it too.
+// per event (issue 5: 0; with exponential histograms too, issue 14). bench/receiver's TestReport runs it too.
 // Compare runs with: go test -run '^$' -bench Aggregate -count 6 ./receiver/gatewayreceiver | benchstat -
 func BenchmarkAggregate(b *testing.B) {
 	const routes, events = 10_000, 16_384
@@ -63,16 +63,20 @@ func BenchmarkAggregate(b *testing.B) {
 		traced[i].TraceID = [16]byte{1, byte(i), byte(i >> 8)}
 		traced[i].SpanID = [8]byte{2, byte(i), byte(i >> 8)}
 	}
+	// exponential: the otel profile with histogram.exponential (max_size 160).
+	exponential := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
 	for _, c := range []struct {
 		name string
+		prof *profile
 		evs  []gateway.Event
-	}{{profileOTel, evs}, {profileKong, evs}, {profileOTel + "-traced", traced}, {profileKong + "-traced", traced}} {
-		prof, evs := c.name[:4], c.evs
-		if prof != profileOTel {
-			prof = profileKong
-		}
+	}{
+		{profileOTel, &otelProfile, evs}, {profileKong, &kongProfile, evs},
+		{profileOTel + "-traced", &otelProfile, traced}, {profileKong + "-traced", &kongProfile, traced},
+		{profileOTel + "-exponential", exponential, evs}, {profileOTel + "-exponential-traced", exponential, traced},
+	} {
+		prof, evs := c.prof, c.evs
 		b.Run(c.name, func(b *testing.B) {
-			a := newAggregator(profileByName(prof), dimensions{}, limits{})
+			a := newAggregator(prof, dimensions{}, limits{})
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			for i := range evs {

@@ -107,11 +107,20 @@ func TestMaxGatewaysBoundsResources(t *testing.T) {
 // 10,000 otel-profile tuples, each with its series in every family, through
 // one window.
 func TestHeldTupleMemory(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		prof *profile
+	}{{"otel profile", &otelProfile}, {"otel profile, exponential max_size 160", otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)}} {
+		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof) })
+	}
+}
+
+func heldTupleMemory(t *testing.T, name string, prof *profile) {
 	const n = 10_000
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: n, maxGateways: 10, expiryWindows: 60})
+	a := newAggregator(prof, dimensions{}, limits{maxSeries: n, maxGateways: 10, expiryWindows: 60})
 	a.mu.Lock()
 	for i := range n {
 		e := otelEvent("kong", "/route-"+strconv.Itoa(i))
@@ -122,7 +131,7 @@ func TestHeldTupleMemory(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
-	t.Logf("held tuple, otel profile: %.0f B each (%d tuples, heap %d B)", per, a.heldTuples(), after.HeapAlloc-before.HeapAlloc)
+	t.Logf("held tuple, %s: %.0f B each (%d tuples, heap %d B)", name, per, a.heldTuples(), after.HeapAlloc-before.HeapAlloc)
 	if a.heldTuples() != n {
 		t.Fatalf("held %d, want %d", a.heldTuples(), n)
 	}

@@ -135,10 +135,31 @@ type HistogramConfig struct {
 	// gateway.added.duration, gateway.llm.duration); default the semantic
 	// conventions' 5ms … 10s.
 	Explicit ExplicitHistogramConfig `mapstructure:"explicit"`
+	// Exponential makes those histograms exponential (native in
+	// Prometheus), with at most max_size buckets each, as the spanmetrics
+	// connector's `histogram.exponential`. Exclusive with explicit.
+	Exponential configoptional.Optional[ExponentialHistogramConfig] `mapstructure:"exponential"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
+
+// ExponentialHistogramConfig is `histogram.exponential`.
+type ExponentialHistogramConfig struct {
+	// MaxSize bounds the positive buckets of each histogram point; the scale
+	// drops (the resolution halves) when a window's values need more.
+	MaxSize int `mapstructure:"max_size"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// defaultExpoMaxSize is the spanmetrics connector's default max_size.
+const defaultExpoMaxSize = 160
+
+// maxExpoMaxSize bounds max_size: the buckets are held per series (8 bytes
+// each), so the bound keeps a held tuple's cost within what README states.
+const maxExpoMaxSize = 1024
 
 // ExplicitHistogramConfig lists bucket upper bounds as durations.
 type ExplicitHistogramConfig struct {
@@ -179,6 +200,9 @@ func createDefaultConfig() *Config {
 		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
 		Health:                  configoptional.Default(defaultHealthConfig()),
+		Histogram: HistogramConfig{
+			Exponential: configoptional.Default(ExponentialHistogramConfig{MaxSize: defaultExpoMaxSize}),
+		},
 	}
 }
 
@@ -214,6 +238,17 @@ func (c *Config) Validate() error {
 		}
 		if !model.LegacyValidation.IsValidLabelName(c.NodeLabel) || strings.HasPrefix(c.NodeLabel, "__") || c.NodeLabel == c.CollectorLabel {
 			errs = errors.Join(errs, fmt.Errorf("node_label must be a Prometheus label name, not reserved and not collector_label, got %q", c.NodeLabel))
+		}
+	}
+	if e := c.Histogram.Exponential.Get(); e != nil {
+		if c.Profile != profileOTel {
+			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", profileOTel))
+		}
+		if len(c.Histogram.Explicit.Buckets) > 0 {
+			errs = errors.Join(errs, errors.New("histogram: set explicit or exponential, not both"))
+		}
+		if e.MaxSize < 2 || e.MaxSize > maxExpoMaxSize {
+			errs = errors.Join(errs, fmt.Errorf("histogram.exponential.max_size must be in [2, %d], got %d", maxExpoMaxSize, e.MaxSize))
 		}
 	}
 	if b := c.Histogram.Explicit.Buckets; len(b) > 0 {
@@ -350,6 +385,14 @@ func (c *Config) durationBounds() []float64 {
 		out = append(out, d.Seconds())
 	}
 	return out
+}
+
+// expoSize is histogram.exponential.max_size (0: explicit histograms).
+func (c *Config) expoSize() int {
+	if e := c.Histogram.Exponential.Get(); e != nil {
+		return e.MaxSize
+	}
+	return 0
 }
 
 // samplingRates indexes sampling_rates by gateway kind.

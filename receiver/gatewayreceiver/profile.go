@@ -118,8 +118,11 @@ type family struct {
 	double           bool      // a sum of fractional values (cost); else whole numbers
 	spanDims         bool      // its labels include the span dimensions (otel)
 	bounds           []float64 // histogram bucket upper bounds, in emitted units
-	scale            float64   // emitted value = recorded value × scale (ms → s)
-	measure          measure
+	// expoSize > 0 makes the histogram exponential with at most that many
+	// buckets (bounds unused).
+	expoSize int
+	scale    float64 // emitted value = recorded value × scale (ms → s)
+	measure  measure
 	// project keeps the fields of the tuple this family's labels use.
 	project func(k tupleKey) tupleKey
 	// labels writes the family's attributes for a projected tuple, in the
@@ -160,18 +163,22 @@ func profileByName(name string) *profile {
 	return profiles[0]
 }
 
-// withDurationBounds returns a copy of p whose duration histograms (those
-// recorded in ms and emitted in seconds) use bounds (seconds); p itself when
-// bounds is empty.
-func (p *profile) withDurationBounds(bounds []float64) *profile {
-	if len(bounds) == 0 {
+// withDurationHistograms returns a copy of p whose duration histograms
+// (those recorded in ms and emitted in seconds) use bounds (seconds), or are
+// exponential with at most expoSize buckets when expoSize > 0; p itself when
+// neither is set.
+func (p *profile) withDurationHistograms(bounds []float64, expoSize int) *profile {
+	if len(bounds) == 0 && expoSize == 0 {
 		return p
 	}
 	c := *p
 	c.families = append([]family(nil), p.families...)
 	for i := range c.families {
 		if f := &c.families[i]; f.hist && f.scale == 1e-3 {
-			f.bounds = bounds
+			if len(bounds) > 0 {
+				f.bounds = bounds
+			}
+			f.expoSize = expoSize
 		}
 	}
 	return &c

@@ -375,7 +375,7 @@ func TestNodeLabelKeepsTheReportingNode(t *testing.T) {
 // spanmetrics users set them; the token histogram keeps its own.
 func TestHistogramBucketsOption(t *testing.T) {
 	runConfigCases(t, []configCase{{file: "histogram_buckets.yaml", check: func(t *testing.T, c *Config) {
-		p := profileByName(c.Profile).withDurationBounds(c.durationBounds())
+		p := profileByName(c.Profile).withDurationHistograms(c.durationBounds(), c.expoSize())
 		want := []float64{0.002, 0.01, 0.1, 1, 30}
 		for _, f := range p.families {
 			switch {

@@ -79,7 +79,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		return nil, err
 	}
 	dims := cfg.dimensions()
-	agg := newAggregator(profileByName(cfg.Profile).withDurationBounds(cfg.durationBounds()), dims, cfg.limits())
+	agg := newAggregator(profileByName(cfg.Profile).withDurationHistograms(cfg.durationBounds(), cfg.expoSize()), dims, cfg.limits())
 	agg.identity = id
 	agg.nodeLabel = cfg.NodeLabel
 	return &gatewayReceiver{
