@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,107 +28,19 @@ import (
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
 
-// memClient is an in-memory storage.Client (the collector has no
-// storagetest package at v0.165.0; contrib's is in its own module). Its
-// errors are set per test.
-type memClient struct {
-	mu             sync.Mutex
-	data           map[string][]byte
-	getErr, setErr error
-	sets           int
-	closed         bool
+// memClient and memExtension are internal/testutil's in-memory storage.
+type (
+	memClient    = testutil.MemClient
+	memExtension = testutil.MemExtension
+	extHost      = testutil.ExtHost
+)
+
+func newMemClient() *memClient { return testutil.NewMemClient() }
+
+// memExt is a storage extension handing client to processors.
+func memExt(client *memClient) *memExtension {
+	return &memExtension{Client: client, Kind: component.KindProcessor}
 }
-
-func newMemClient() *memClient { return &memClient{data: map[string][]byte{}} }
-
-func (c *memClient) Get(_ context.Context, key string) ([]byte, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.getErr != nil {
-		return nil, c.getErr
-	}
-	return bytes.Clone(c.data[key]), nil
-}
-
-func (c *memClient) Set(_ context.Context, key string, value []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.setErr != nil {
-		return c.setErr
-	}
-	c.sets++
-	c.data[key] = bytes.Clone(value)
-	return nil
-}
-
-func (c *memClient) Delete(_ context.Context, key string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.data, key)
-	return nil
-}
-
-func (c *memClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
-	for _, op := range ops {
-		var err error
-		switch op.Type {
-		case storage.Get:
-			op.Value, err = c.Get(ctx, op.Key)
-		case storage.Set:
-			err = c.Set(ctx, op.Key, op.Value)
-		case storage.Delete:
-			err = c.Delete(ctx, op.Key)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *memClient) Close(context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	return nil
-}
-
-func (c *memClient) bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.data[checkpointKey])
-}
-
-func (c *memClient) put(b []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.data[checkpointKey] = b
-}
-
-// memExtension is a storage extension handing out one client.
-type memExtension struct {
-	client *memClient
-	err    error
-	owner  component.ID
-}
-
-func (*memExtension) Start(context.Context, component.Host) error { return nil }
-func (*memExtension) Shutdown(context.Context) error              { return nil }
-
-func (e *memExtension) GetClient(_ context.Context, kind component.Kind, id component.ID, _ string) (storage.Client, error) {
-	if kind != component.KindProcessor {
-		return nil, fmt.Errorf("kind %v", kind)
-	}
-	e.owner = id
-	if e.err != nil {
-		return nil, e.err
-	}
-	return e.client, nil
-}
-
-type extHost map[component.ID]component.Component
-
-func (h extHost) GetExtensions() map[component.ID]component.Component { return h }
 
 var storageID = component.MustNewIDWithName("file_storage", "test")
 
@@ -274,22 +185,22 @@ func TestCheckpointRestoresEveryStream(t *testing.T) {
 	cfg := storageConfig()
 	cfg.MaxStreams = 8 // 7 streams, then /o0; /o1 and /o2 overflow
 	client := newMemClient()
-	ext := &memExtension{client: client}
+	ext := memExt(client)
 
 	a := newStoreProcessor(t, cfg)
 	a.startWith(t, ext)
 	feedEverything(t, a.cumulativeProcessor)
 	want := states(a.cumulativeProcessor)
 	a.stop(t)
-	if !client.closed || ext.owner != a.id {
-		t.Errorf("client closed %v, owner %v; want closed, owned by %v", client.closed, ext.owner, a.id)
+	if !client.Closed || ext.Owner != a.id {
+		t.Errorf("client closed %v, owner %v; want closed, owned by %v", client.Closed, ext.Owner, a.id)
 	}
 	if n := a.checkpoints(t, "saved"); n != 1 {
 		t.Errorf("saved = %d, want 1 (at shutdown)", n)
 	}
 
 	b := newStoreProcessor(t, cfg)
-	b.startWith(t, &memExtension{client: client})
+	b.startWith(t, memExt(client))
 	defer b.stop(t)
 	got := states(b.cumulativeProcessor)
 	for _, k := range slices.Sorted(maps.Keys(want)) {
@@ -327,14 +238,14 @@ func TestCheckpointRestoresEveryStream(t *testing.T) {
 func TestCheckpointRespectsASmallerMaxStreams(t *testing.T) {
 	client := newMemClient()
 	a := newStoreProcessor(t, storageConfig())
-	a.startWith(t, &memExtension{client: client})
+	a.startWith(t, memExt(client))
 	process(t, a.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 1}, point{"kong", "/c", 10, 20, 1}))
 	a.stop(t)
 
 	cfg := storageConfig()
 	cfg.MaxStreams = 2
 	b := newStoreProcessor(t, cfg)
-	b.startWith(t, &memExtension{client: client})
+	b.startWith(t, memExt(client))
 	defer b.stop(t)
 	if n := len(states(b.cumulativeProcessor)); n != 2 {
 		t.Errorf("%d streams restored, want 2 (max_streams)", n)
@@ -347,7 +258,7 @@ func TestCheckpointRespectsASmallerMaxStreams(t *testing.T) {
 func TestCheckpointLeavesOutStaleStreams(t *testing.T) {
 	client := newMemClient()
 	a := newStoreProcessor(t, storageConfig())
-	a.startWith(t, &memExtension{client: client})
+	a.startWith(t, memExt(client))
 	process(t, a.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 1}))
 	// /a last had a point longer than max_stale ago: the sweep would
 	// remove it, so the restore leaves it out.
@@ -364,7 +275,7 @@ func TestCheckpointLeavesOutStaleStreams(t *testing.T) {
 	a.stop(t)
 
 	b := newStoreProcessor(t, storageConfig())
-	b.startWith(t, &memExtension{client: client})
+	b.startWith(t, memExt(client))
 	defer b.stop(t)
 	assertEmitted(t, process(t, b.cumulativeProcessor, batch(point{"kong", "/a", 20, 30, 1}, point{"kong", "/b", 20, 30, 1})),
 		"kong /a 20 30 1", "kong /b 10 30 2")
@@ -377,13 +288,13 @@ func TestCheckpointIsWrittenPeriodically(t *testing.T) {
 	cfg.CheckpointInterval = 10 * time.Millisecond
 	client := newMemClient()
 	a := newStoreProcessor(t, cfg)
-	a.startWith(t, &memExtension{client: client})
+	a.startWith(t, memExt(client))
 	process(t, a.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 3}))
 	deadline := time.Now().Add(10 * time.Second)
 	var crashed []byte
 	for {
 		// A checkpoint taken after the point: the state a crash now leaves.
-		if b := client.bytes(); b != nil && bytes.Contains(b, []byte("/a")) {
+		if b := client.Bytes(checkpointKey); b != nil && bytes.Contains(b, []byte("/a")) {
 			crashed = b
 			break
 		}
@@ -398,9 +309,9 @@ func TestCheckpointIsWrittenPeriodically(t *testing.T) {
 	}
 
 	restarted := newMemClient()
-	restarted.put(crashed)
+	restarted.Put(checkpointKey, crashed)
 	b := newStoreProcessor(t, storageConfig())
-	b.startWith(t, &memExtension{client: restarted})
+	b.startWith(t, memExt(restarted))
 	defer b.stop(t)
 	assertEmitted(t, process(t, b.cumulativeProcessor, batch(point{"kong", "/a", 20, 30, 1})), "kong /a 10 30 4")
 }
@@ -411,10 +322,10 @@ func validCheckpoint(t *testing.T) []byte {
 	t.Helper()
 	client := newMemClient()
 	a := newStoreProcessor(t, storageConfig())
-	a.startWith(t, &memExtension{client: client})
+	a.startWith(t, memExt(client))
 	feedEverything(t, a.cumulativeProcessor)
 	a.stop(t)
-	return client.bytes()
+	return client.Bytes(checkpointKey)
 }
 
 func TestCheckpointDiscardedWhole(t *testing.T) {
@@ -451,13 +362,13 @@ func TestCheckpointDiscardedWhole(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := newMemClient()
-			client.put(tc.b)
+			client.Put(checkpointKey, tc.b)
 			cfg := storageConfig()
 			if tc.cfg != nil {
 				tc.cfg(cfg)
 			}
 			p := newStoreProcessor(t, cfg)
-			p.startWith(t, &memExtension{client: client})
+			p.startWith(t, memExt(client))
 			defer p.stop(t)
 			if n := p.checkpoints(t, tc.outcome); n != 1 {
 				t.Errorf("%s = %d, want 1", tc.outcome, n)
@@ -529,9 +440,9 @@ func FuzzCheckpointBody(f *testing.F) {
 func TestStorageErrorsLeaveTheProcessorWorking(t *testing.T) {
 	t.Run("get", func(t *testing.T) {
 		client := newMemClient()
-		client.getErr = errors.New("disk on fire")
+		client.GetErr = errors.New("disk on fire")
 		p := newStoreProcessor(t, storageConfig())
-		p.startWith(t, &memExtension{client: client})
+		p.startWith(t, memExt(client))
 		defer p.stop(t)
 		assertEmitted(t, process(t, p.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 1})), "kong /a 10 20 1")
 		if n := p.checkpoints(t, "restore_failed"); n != 1 {
@@ -540,9 +451,9 @@ func TestStorageErrorsLeaveTheProcessorWorking(t *testing.T) {
 	})
 	t.Run("set", func(t *testing.T) {
 		client := newMemClient()
-		client.setErr = storage.ErrStorageFull
+		client.SetErr = storage.ErrStorageFull
 		p := newStoreProcessor(t, storageConfig())
-		p.startWith(t, &memExtension{client: client})
+		p.startWith(t, memExt(client))
 		assertEmitted(t, process(t, p.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 1})), "kong /a 10 20 1")
 		p.save(context.Background())
 		assertEmitted(t, process(t, p.cumulativeProcessor, batch(point{"kong", "/a", 20, 30, 1})), "kong /a 10 30 2")
@@ -556,7 +467,7 @@ func TestStorageErrorsLeaveTheProcessorWorking(t *testing.T) {
 	})
 	t.Run("no client", func(t *testing.T) {
 		p := newStoreProcessor(t, storageConfig())
-		p.startWith(t, &memExtension{err: errors.New("no directory")})
+		p.startWith(t, &memExtension{Kind: component.KindProcessor, Err: errors.New("no directory")})
 		defer p.stop(t)
 		assertEmitted(t, process(t, p.cumulativeProcessor, batch(point{"kong", "/a", 10, 20, 1})), "kong /a 10 20 1")
 		if n := p.checkpoints(t, "restore_failed"); n != 1 {
@@ -590,7 +501,7 @@ func (notStorage) Shutdown(context.Context) error              { return nil }
 // saves at Shutdown and restores at Start.
 func TestCheckpointThroughTheFactory(t *testing.T) {
 	client := newMemClient()
-	host := extHost{storageID: &memExtension{client: client}}
+	host := extHost{storageID: memExt(client)}
 	run := func(md pmetric.Metrics) []string {
 		sink := new(consumertest.MetricsSink)
 		proc, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), storageConfig(), sink)

@@ -177,6 +177,7 @@ func (p *cumulativeProcessor) processMetrics(ctx context.Context, md pmetric.Met
 		// once per point.
 		resHash := identity.OfMap(rm.Resource().Attributes())
 		rm.ScopeMetrics().RemoveIf(func(sm pmetric.ScopeMetrics) bool {
+			c.replay = takeReplayMark(sm) // before the scope's identity is hashed
 			si := newScopeIdentity(rm, resHash, sm)
 			sm.Metrics().RemoveIf(func(m pmetric.Metric) bool {
 				return p.processMetric(&si, m, now, &c)
@@ -277,6 +278,9 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		if s.overflow {
 			r = overflowed
 		} else if r = s.window(dp.StartTimestamp(), dp.Timestamp()); r.dropped() {
+			if c.replay && r != invalid {
+				r = replayed
+			}
 			c.points[r]++
 			return true
 		}

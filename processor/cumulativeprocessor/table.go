@@ -27,6 +27,7 @@ const (
 	olderStart                  // window overlaps what is accumulated: dropped
 	invalid                     // malformed point (e.g. bucket counts ≠ bounds + 1): dropped
 	overflowed                  // folded into the metric's overflow stream
+	replayed                    // a replayed window already counted (replay.go): skipped
 	numReasons
 )
 
@@ -44,6 +45,7 @@ var pointAttrs = [numReasons]metric.MeasurementOption{
 	olderStart:    outcome("dropped", "older_start"),
 	invalid:       outcome("dropped", "invalid"),
 	overflowed:    outcome("overflowed", ""),
+	replayed:      outcome("replayed", ""),
 }
 
 var (
@@ -63,6 +65,8 @@ func outcome(o, r string) metric.MeasurementOption {
 type counts struct {
 	points                       [numReasons]int64
 	hits, misses, evictions, new int64
+	// replay: the scope being processed is a replayed window (replay.go).
+	replay bool
 }
 
 func (c *counts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -59,6 +60,15 @@ type Config struct {
 	// the spanmetrics connector takes them ({name, default}).
 	// (service, upstream, target, consumer, response_source).
 	Dimensions []Dimension `mapstructure:"dimensions"`
+	// Storage is the ID of a storage extension (file_storage) the receiver
+	// checkpoints its flushed windows and open window start to after every
+	// flush (checkpoint.go). Unset: none.
+	Storage *component.ID `mapstructure:"storage"`
+	// CheckpointReplay is how long a flushed window stays in the checkpoint,
+	// to be replayed after a crash: at least the cumulative processor's
+	// checkpoint_interval.
+	CheckpointReplay time.Duration `mapstructure:"checkpoint_replay"`
+
 	// Histogram chooses the otel profile's duration histogram buckets, as
 	// the spanmetrics connector's `histogram.explicit.buckets` does.
 	Histogram HistogramConfig `mapstructure:"histogram"`
@@ -154,6 +164,11 @@ type ExponentialHistogramConfig struct {
 	_ struct{}
 }
 
+// defaultCheckpointReplay is twice the cumulative processor's default
+// checkpoint_interval: a window flushed after its last checkpoint is still
+// in ours.
+const defaultCheckpointReplay = 20 * time.Second
+
 // defaultExpoMaxSize is the spanmetrics connector's default max_size.
 const defaultExpoMaxSize = 160
 
@@ -199,6 +214,7 @@ func createDefaultConfig() *Config {
 		MaxRequestBytesInFlight: defaultMaxInFlight,
 		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
+		CheckpointReplay:        defaultCheckpointReplay,
 		Health:                  configoptional.Default(defaultHealthConfig()),
 		Histogram: HistogramConfig{
 			Exponential: configoptional.Default(ExponentialHistogramConfig{MaxSize: defaultExpoMaxSize}),
@@ -261,6 +277,9 @@ func (c *Config) Validate() error {
 				break
 			}
 		}
+	}
+	if c.Storage != nil && c.CheckpointReplay <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("checkpoint_replay must be positive with storage, got %v", c.CheckpointReplay))
 	}
 	if c.PreferName && c.Profile != profileAPISIX {
 		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))

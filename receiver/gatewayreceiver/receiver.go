@@ -64,6 +64,9 @@ type gatewayReceiver struct {
 	// health is the upstream-health part (internal/health); nil when the
 	// health section is absent.
 	health *health.Health
+	// ckpt writes the checkpoint after each flush (checkpoint.go); nil
+	// without storage.
+	ckpt *checkpointer
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
@@ -98,6 +101,11 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 // whatever did start.
 func (r *gatewayReceiver) Start(ctx context.Context, host component.Host) error {
 	r.windowStart = pcommon.NewTimestampFromTime(time.Now())
+	// Before the flush loop and the servers: the restored windows are
+	// replayed downstream and the open window's start carried over.
+	if err := r.openCheckpoint(ctx, host); err != nil {
+		return err
+	}
 	r.stopFlush = make(chan struct{})
 	r.flushDone = make(chan struct{})
 	go r.flushLoop()
@@ -173,6 +181,7 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		r.stopFlush = nil
 		r.flush(ctx)
 	}
+	errs = errors.Join(errs, r.closeCheckpoint(ctx))
 	return errs
 }
 
@@ -369,8 +378,10 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 	err := r.next.ConsumeMetrics(ctx, md)
 	switch {
 	case err == nil:
+		start := r.windowStart
 		r.windowStart = now
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsSent))
+		r.saveCheckpoint(ctx, items, buckets, start, now)
 	case consumererror.IsPermanent(err):
 		r.windowStart = now
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsDrop))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -53,6 +54,12 @@ type harness struct {
 // unless the test changes it, so counts reach next at Shutdown, exactly once.
 func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
 	t.Helper()
+	return startOn(t, componenttest.NewNopHost(), next, mutate)
+}
+
+// startOn is start on a host (one with extensions).
+func startOn(t *testing.T, host component.Host, next consumer.Metrics, mutate func(*Config)) *harness {
+	t.Helper()
 	h := &harness{tel: componenttest.NewTelemetry(), httpAddr: testutil.FreeAddr(t), grpcAddr: testutil.FreeAddr(t)}
 	cfg := createDefaultConfig()
 	// Tests compare exact series; the collector label has its own tests
@@ -70,7 +77,7 @@ func start(t *testing.T, next consumer.Metrics, mutate func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+	if err := r.Start(context.Background(), host); err != nil {
 		t.Fatal(err)
 	}
 	h.r = r

@@ -45,7 +45,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ProcessorCumulativePoints, err = meter.Int64Counter(
 		"otelcol_processor_cumulative_points",
-		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped, overflowed) and reason (gap, replaced, type_changed, bounds_changed, out_of_order, older_start, invalid). [Development]"),
+		metric.WithDescription("Delta data points processed, by outcome (accumulated, dropped, overflowed, replayed: a window the gateway receiver replayed after a restart that was already counted) and reason (gap, replaced, type_changed, bounds_changed, out_of_order, older_start, invalid). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)

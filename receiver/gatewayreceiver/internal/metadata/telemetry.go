@@ -53,6 +53,9 @@ type TelemetryBuilder struct {
 	ReceiverGatewayHealthTargets metric.Int64Gauge
 	// ReceiverGatewayHealthEvents counts pushed health events by outcome.
 	ReceiverGatewayHealthEvents metric.Int64Counter
+	// ReceiverGatewayCheckpoints counts checkpoints of the flushed windows
+	// written or read back through the storage extension, by outcome.
+	ReceiverGatewayCheckpoints metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument of the receiver.
@@ -125,6 +128,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"otelcol_receiver_gateway_health_events",
 		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled). [Development]"),
 		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayCheckpoints, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_checkpoints",
+		metric.WithDescription("Checkpoints of the flushed windows, written or read back through the storage extension, by outcome (saved, save_failed, restored, discarded_corrupt, discarded_version, discarded_config, restore_failed). [Development]"),
+		metric.WithUnit("{checkpoint}"),
 	)
 	errs = errors.Join(errs, err)
 	return &tb, errs
