@@ -45,6 +45,11 @@ type fleetOpts struct {
 	kongURL    string // fake Kong Admin API to poll for health; "" = no health section
 	rwURL      string // Prometheus remote-write endpoint; "" = no prometheus_remote_write exporter
 	otlpHTTP   string // otlphttp exporter endpoint (a second exporter that fails); "" = none
+	// receiverStorage: the receiver checkpoints its flushed windows to the
+	// same file_storage (needs storageDir).
+	receiverStorage bool
+	// checkpointInterval is the processor's (default 1s).
+	checkpointInterval time.Duration
 }
 
 // fleetShutdownGrace is promstream's shutdown_grace in the fleet: the
@@ -71,6 +76,9 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
     flush_interval: 1s
     collector_name: %s
 `, ports[0], ports[1], o.name)
+	if o.receiverStorage {
+		b.WriteString("    storage: file_storage\n")
+	}
 	if o.kongURL != "" {
 		fmt.Fprintf(&b, `    health:
       profile: kong
@@ -85,7 +93,11 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
 	}
 	b.WriteString("processors:\n  cumulative:\n    max_stale: 5m\n")
 	if o.storageDir != "" {
-		b.WriteString("    storage: file_storage\n    checkpoint_interval: 1s\n")
+		ci := o.checkpointInterval
+		if ci == 0 {
+			ci = time.Second
+		}
+		fmt.Fprintf(&b, "    storage: file_storage\n    checkpoint_interval: %s\n", ci)
 	}
 	fmt.Fprintf(&b, `exporters:
   promstream:
@@ -320,6 +332,7 @@ type trafficDriver struct {
 	acked  map[string]map[int]int // traces acknowledged, by target and call
 	failed map[string]int         // failed posts by target
 	lost   int                    // traces no target acknowledged
+	acks   []ack                  // every acknowledgement, in order
 	ackedN atomic.Int64
 }
 
@@ -375,6 +388,7 @@ func (d *trafficDriver) run(total int, interval time.Duration, holdAt int, relea
 					for ci, c := range calls {
 						d.acked[tg.name][ci] += c
 					}
+					d.acks = append(d.acks, ack{at: time.Now(), traces: count})
 					d.mu.Unlock()
 					d.ackedN.Add(int64(count))
 					acked = true
@@ -392,6 +406,25 @@ func (d *trafficDriver) run(total int, interval time.Duration, holdAt int, relea
 		}
 	}
 	return nil
+}
+
+// ack is one acknowledged export: when the 200 arrived, and its traces.
+type ack struct {
+	at     time.Time
+	traces int
+}
+
+// ackedBetween counts the traces acknowledged in (from, to].
+func (d *trafficDriver) ackedBetween(from, to time.Time) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, a := range d.acks {
+		if a.at.After(from) && !a.at.After(to) {
+			n += a.traces
+		}
+	}
+	return n
 }
 
 // postOnce posts body and reports whether it was acknowledged (200).
