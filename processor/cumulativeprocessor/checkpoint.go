@@ -763,7 +763,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		d := descs[ss.metric]
 		h := p.hashAttrs(ss.attrs)
 		if ss.s.overflow {
-			h = overflowHash
+			h = identity.OfMap(ss.attrs) // as overflowOf hashes it
 		}
 		sh := p.shardOf(d.id, h)
 		key := streamKey{metric: d.id, attrs: ss.set}

@@ -58,6 +58,13 @@ type Config struct {
 	// otel.metric.overflow=true; no stream is ever evicted to make room.
 	MaxStreams int `mapstructure:"max_streams"`
 
+	// OverflowKeep names the attributes an overflow stream keeps from the
+	// points it absorbs (default: collector, the gateway receiver's
+	// collector_label), so that the overflow series of several collectors
+	// stay apart downstream. Empty: the overflow stream carries only
+	// otel.metric.overflow.
+	OverflowKeep []string `mapstructure:"overflow_keep"`
+
 	// MaxBuckets bounds the buckets of each range (positive, negative) of a
 	// cumulative exponential histogram; merging downscales to stay within it.
 	MaxBuckets int `mapstructure:"max_buckets"`
@@ -90,6 +97,8 @@ func createDefaultConfig() *Config {
 		MaxStreams: defaultMaxStreams,
 		MaxBuckets: defaultMaxBuckets,
 		Emit:       EmitPerBatch,
+		// The gateway receiver's default collector_label.
+		OverflowKeep: []string{"collector"},
 
 		CheckpointInterval: defaultCheckpointInterval,
 	}

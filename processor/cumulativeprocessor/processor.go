@@ -266,11 +266,12 @@ type kind[P dataPoint] struct {
 func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSlice[P], k kind[P], now int64, c *counts) bool {
 	sortByTimestamp(dps)
 	interval := p.cfg.Emit == EmitInterval
-	// Points of one batch that overflow collapse into one output point of
-	// the overflow stream (the first one, rewritten at the end), so the
-	// batch never carries two points of one series with equal timestamps.
-	var ov *stream
-	var ovDP P
+	// Points of one batch that overflow collapse into one output point per
+	// overflow stream (the first one, rewritten at the end), so the batch
+	// never carries two points of one series with equal timestamps. A
+	// metric has one overflow stream per collector label value
+	// (overflow_keep): almost always one.
+	var ovs []overflowOut[P]
 	dps.RemoveIf(func(dp P) bool {
 		s := p.lockStream(d, dp.Attributes(), now, c)
 		defer s.shard.mu.Unlock()
@@ -328,20 +329,23 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 			return true
 		}
 		if s.overflow {
-			if ov != nil {
-				return true
+			for _, o := range ovs {
+				if o.s == s {
+					return true
+				}
 			}
-			ov, ovDP = s, dp
+			ovs = append(ovs, overflowOut[P]{s, dp})
 			return false
 		}
 		dp.SetStartTimestamp(s.start)
 		k.write(s, dp)
 		return false
 	})
-	if ov != nil {
+	for _, o := range ovs {
+		ov, ovDP := o.s, o.dp
 		ov.shard.mu.Lock()
 		ovDP.Attributes().Clear()
-		ovDP.Attributes().PutBool(overflowKey, true)
+		ov.attrs.CopyTo(ovDP.Attributes())
 		ovDP.SetStartTimestamp(ov.start)
 		ovDP.SetTimestamp(ov.last)
 		k.write(ov, ovDP)
@@ -353,6 +357,12 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		ov.shard.mu.Unlock()
 	}
 	return dps.Len() == 0
+}
+
+// overflowOut is the output point of one overflow stream in a batch.
+type overflowOut[P dataPoint] struct {
+	s  *stream
+	dp P
 }
 
 // sortByTimestamp orders a metric's points by time when they are not already,

@@ -209,7 +209,7 @@ func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identi
 		return s
 	}
 	sh.mu.Unlock()
-	return p.overflowOf(d, now, c)
+	return p.overflowOf(d, set, now, c)
 }
 
 // reserve takes one unit of max_streams, or reports that none is left. A
@@ -227,25 +227,51 @@ func (p *cumulativeProcessor) reserve() bool {
 	}
 }
 
-// overflowOf returns d's overflow stream, the one with attributes
-// {otel.metric.overflow: true}, creating it beyond the limit (there is one
-// per metric). A stream that a source itself sent with exactly that
-// attribute set is the same series downstream, so it becomes the overflow
-// stream (and from then on skips the window checks, as points of many
-// streams land in it).
-func (p *cumulativeProcessor) overflowOf(d *metricDesc, now int64, c *counts) *stream {
-	sh := p.shardOf(d.id, overflowHash)
-	key := streamKey{metric: d.id, attrs: overflowSet}
+// overflowOf returns d's overflow stream for a point whose attributes are
+// set, the one with attributes {otel.metric.overflow: true} plus those of
+// overflow_keep that set carries (the collector label: one value per
+// collector, so one overflow stream per metric), creating it beyond the
+// limit. A stream that a source itself sent with exactly that attribute set
+// is the same series downstream, so it becomes the overflow stream (and
+// from then on skips the window checks, as points of many streams land in
+// it). Called once per new attribute set past the limit (the cache then
+// maps the set to the overflow stream), so building the kept set here
+// costs nothing per point.
+func (p *cumulativeProcessor) overflowOf(d *metricDesc, set identity.Set, now int64, c *counts) *stream {
+	attrs, h := p.overflowSetOf(set)
+	sh := p.shardOf(d.id, h)
+	key := streamKey{metric: d.id, attrs: attrs}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	s := sh.streams[key]
 	if s == nil {
-		s = &stream{shard: sh, desc: d, h: overflowHash, attrs: overflowSet, seen: now}
+		s = &stream{shard: sh, desc: d, h: h, attrs: attrs, seen: now}
 		sh.streams[key] = s
 		c.new++
 	}
 	s.overflow = true
 	return s
+}
+
+// overflowSetOf is the attribute set (and its hash) of the overflow stream
+// that absorbs a point with attributes set.
+func (p *cumulativeProcessor) overflowSetOf(set identity.Set) (identity.Set, uint64) {
+	if len(p.cfg.OverflowKeep) == 0 {
+		return overflowSet, overflowHash
+	}
+	all := pcommon.NewMap()
+	set.CopyTo(all)
+	kept := pcommon.NewMap()
+	kept.PutBool(overflowKey, true)
+	for _, k := range p.cfg.OverflowKeep {
+		if v, ok := all.Get(k); ok {
+			v.CopyTo(kept.PutEmpty(k))
+		}
+	}
+	if kept.Len() == 1 {
+		return overflowSet, overflowHash
+	}
+	return identity.SetOf(kept), identity.OfMap(kept)
 }
 
 // sweep forgets the streams that received no point for max_stale, and the

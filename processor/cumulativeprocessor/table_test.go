@@ -68,6 +68,39 @@ func TestStreamsBeyondMaxStreamsFoldIntoOneOverflowStream(t *testing.T) {
 	}
 }
 
+// The overflow stream keeps the collector label (overflow_keep) of the
+// points it absorbs, so two collectors' overflow series never collide
+// downstream; points without it go to the bare overflow stream.
+func TestOverflowStreamKeepsTheCollectorLabel(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.MaxStreams = 1
+	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
+	md := batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 2}, point{"kong", "/c", 10, 21, 3})
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+	for i := range 2 {
+		dps.At(i).Attributes().PutStr("collector", "c7")
+	}
+	out, err := p.processMetrics(context.Background(), md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	dps = out.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		a := dps.At(i).Attributes()
+		if _, ok := a.Get(overflowKey); !ok {
+			continue
+		}
+		c, _ := a.Get("collector")
+		got[c.Str()+"/"+strconv.Itoa(a.Len())] += dps.At(i).IntValue()
+	}
+	// /b (collector c7) overflows into {overflow, collector=c7}; /c (no
+	// collector) into {overflow}.
+	if len(got) != 2 || got["c7/2"] != 2 || got["/1"] != 3 {
+		t.Errorf("overflow points by collector/attribute count %v, want c7/2: 2 and /1: 3", got)
+	}
+}
+
 func TestStreamsLimitIsReported(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.MaxStreams = 1234
