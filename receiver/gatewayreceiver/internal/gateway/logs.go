@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // EntryError is one log entry of a batch that could not be mapped: Index is
@@ -106,6 +107,147 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 		return 0, nil, errors.Join(ErrBody, firstErr)
 	}
 	return n, entryErrs, nil
+}
+
+// logState is the working memory of one Kong or APISIX decode, pooled so
+// that a body allocates nothing: the Event handed to fn escapes (fn is not
+// known), and the scanner keeps its arena chunk.
+type logState struct {
+	d      scanner
+	e      Event
+	kong   kongLog
+	apisix apisixLog
+}
+
+var logStates = sync.Pool{New: func() any { return new(logState) }}
+
+func getLogState() *logState { return logStates.Get().(*logState) }
+
+// putLogState pools st again. The Event's strings borrow the body or the
+// arena, which a later decode only appends to, so nothing an earlier fn was
+// handed is overwritten; the fields are cleared so the pool pins no body.
+func putLogState(st *logState) {
+	arena, aiMore := st.d.arena, st.d.aiMore[:0]
+	*st = logState{}
+	st.d.arena, st.d.aiMore = arena, aiMore
+	logStates.Put(st)
+}
+
+// scanEntries is forEachEntry for the scanner, with the same splitting,
+// limits and answers: decode reads the entry at d.pos (one whole body
+// element or line) and emit maps it once it is known to be valid JSON
+// without type errors. A body that is refused whole gets encoding/json's
+// message, from forEachEntry (only refused bodies pay for it).
+func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func() error) (n int, entryErrs []EntryError, err error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return 0, nil, errors.New("empty body")
+	}
+	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
+		return 0, nil, errors.Join(ErrBody, err)
+	}
+	if trimmed[0] == '[' {
+		return scanArray(d, trimmed, ndjson, decode, emit)
+	}
+	// One value (an object, possibly spread over several lines).
+	if err, ok := scanOne(d, trimmed, decode, emit); ok {
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: 0, Err: err})
+		}
+		return 1, entryErrs, nil
+	}
+	if !ndjson {
+		return 0, nil, bodyError(trimmed, ndjson)
+	}
+	// NDJSON: one entry per non-empty line. A broken line is that entry's
+	// error; the lines after it still count, since APISIX does not resend
+	// a batch answered 200. Only a body of which no line parses is refused
+	// whole.
+	var firstErr error
+	broken := 0
+	for len(trimmed) > 0 {
+		line := trimmed
+		if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
+			line, trimmed = trimmed[:i], trimmed[i+1:]
+		} else {
+			trimmed = nil
+		}
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
+		}
+		err, ok := scanOne(d, line, decode, emit)
+		if !ok {
+			err = lineError(line)
+			if firstErr == nil {
+				firstErr = err
+			}
+			broken++
+		}
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: n, Err: err})
+		}
+		n++
+	}
+	if broken == n {
+		return 0, nil, errors.Join(ErrBody, firstErr)
+	}
+	return n, entryErrs, nil
+}
+
+// scanOne decodes b as one entry; ok is false when b is not one JSON value
+// (nothing was emitted), else err is the entry's error.
+func scanOne(d *scanner, b []byte, decode func(), emit func() error) (err error, ok bool) {
+	d.b, d.pos = b, 0
+	d.resetEntry()
+	decode()
+	if !d.atEnd() {
+		return nil, false
+	}
+	if err := d.entryError(); err != nil {
+		return err, true
+	}
+	return emit(), true
+}
+
+// scanArray checks the whole array first, since a syntax error anywhere
+// refuses the body before any entry is emitted, then decodes its elements.
+func scanArray(d *scanner, b []byte, ndjson bool, decode func(), emit func() error) (n int, entryErrs []EntryError, err error) {
+	d.b, d.pos = b, 0
+	d.resetEntry()
+	d.skipValue()
+	if !d.atEnd() {
+		return 0, nil, bodyError(b, ndjson)
+	}
+	d.pos = 1
+	if d.ws(); d.peek() == ']' {
+		return 0, nil, errors.Join(ErrBody, errors.New("an empty array holds no entry"))
+	}
+	for first := true; d.element(&first); n++ {
+		d.resetEntry()
+		decode()
+		err := d.entryError()
+		if err == nil {
+			at := d.pos // emit may read the entry's ai objects again
+			err = emit()
+			d.pos = at
+		}
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: n, Err: err})
+		}
+	}
+	return n, entryErrs, nil
+}
+
+// bodyError is encoding/json's reason to refuse a body the scanner found
+// not to be JSON.
+func bodyError(body []byte, ndjson bool) error {
+	_, _, err := forEachEntry(body, ndjson, func(int, json.RawMessage) error { return nil })
+	if err == nil {
+		// The scanner and encoding/json disagree (FuzzDecodeLogs looks for
+		// this); refuse anyway.
+		err = ErrBody
+	}
+	return err
 }
 
 // lineError says why an NDJSON line is not one JSON value.
@@ -305,4 +447,17 @@ func responseStatus(st *Number) (int64, error) {
 		return 0, errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return code, nil
+}
+
+// jsonError shortens encoding/json's type errors to the field and what was
+// wrong, which is what a gateway operator needs to fix a log format.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return errors.New("want a JSON object, got JSON " + te.Value)
+		}
+		return errors.New(te.Field + ": wrong type, got JSON " + te.Value)
+	}
+	return err
 }
