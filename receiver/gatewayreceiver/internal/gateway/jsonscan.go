@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strconv"
@@ -36,6 +37,8 @@ import (
 type scanner struct {
 	b   []byte
 	pos int
+	// trusted is set while the input is known to be valid JSON.
+	trusted bool
 	// bad is set at the first syntax error; the caller learns the message
 	// from encoding/json, which only refused input reaches.
 	bad bool
@@ -231,33 +234,104 @@ type jsonString struct {
 
 // str consumes a string token, checking its escapes and control bytes.
 func (d *scanner) str() jsonString {
-	d.pos++ // the opening quote
-	start := d.pos
+	b, i := d.b, d.pos+1 // past the opening quote
+	start := i
 	var s jsonString
-	for d.pos < len(d.b) {
-		c := d.b[d.pos]
-		switch {
+	for {
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			d.fail()
+			return jsonString{}
+		}
+		switch c := b[i]; {
 		case c == '"':
-			s.raw = d.b[start:d.pos]
-			d.pos++
+			s.raw = b[start:i]
+			d.pos = i + 1
 			return s
 		case c == '\\':
 			s.esc = true
+			d.pos = i
 			if !d.escape() {
 				d.fail()
 				return jsonString{}
 			}
-			continue
+			i = d.pos
 		case c < 0x20:
 			d.fail()
 			return jsonString{}
-		case c >= utf8.RuneSelf:
+		default: // ≥ 0x80
 			s.high = true
+			i++
 		}
-		d.pos++
 	}
-	d.fail()
-	return jsonString{}
+}
+
+// plainByte marks the bytes a string holds as they are: not the quote, the
+// backslash, a control byte or a byte of a multi-byte rune.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// skipTrusted skips the value at pos of input already found valid
+// (scanArray's second pass): strings are jumped over, brackets counted.
+func (d *scanner) skipTrusted() {
+	b, i := d.b, d.pos
+	switch b[i] {
+	case '"':
+		d.pos = stringEnd(b, i+1) + 1
+		return
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i+1)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					d.pos = i + 1
+					return
+				}
+			}
+		}
+		d.pos = i
+		return
+	}
+	// A number or literal runs to the next delimiter.
+	for i < len(b) && !delimiter[b[i]] {
+		i++
+	}
+	d.pos = i
+}
+
+// delimiter marks the bytes that end a number or literal.
+var delimiter = [256]bool{',': true, ':': true, '}': true, ']': true, ' ': true, '\t': true, '\n': true, '\r': true}
+
+// stringEnd returns the index of the quote closing the string whose
+// contents start at b[i] (len(b) if none): the first quote not preceded
+// by an odd run of backslashes.
+func stringEnd(b []byte, i int) int {
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b)
+		}
+		q += i
+		n := 0
+		for q-1-n >= i && b[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
 }
 
 // escape consumes one escape sequence at pos.
@@ -366,6 +440,10 @@ func (d *scanner) scalar() {
 // stack rather than recursing: CheckJSONDepth bounds a whole body, but an
 // NDJSON line after lines of stray closing brackets can nest deeper.
 func (d *scanner) skipValue() {
+	if d.trusted {
+		d.skipTrusted()
+		return
+	}
 	var st bitstack
 	for !d.bad {
 		d.ws()

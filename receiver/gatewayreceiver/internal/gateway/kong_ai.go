@@ -85,7 +85,7 @@ func (d *scanner) kongGenAI(g *GenAI) error {
 	// overwrites, as in a map) and whether there are others.
 	var at [len(kongAIPreferred)]int
 	others := false
-	d.forEachAIKey(func(key *jsonString, pos int) {
+	d.forEachAIKey(func(key jsonString, pos int) {
 		for i, name := range kongAIPreferred {
 			if key.equals(name) {
 				at[i] = pos
@@ -108,8 +108,8 @@ func (d *scanner) kongGenAI(g *GenAI) error {
 	// Rare: no proxy plugin logged statistics. Sorting costs a map and a
 	// slice.
 	last := map[string]int{}
-	d.forEachAIKey(func(key *jsonString, pos int) {
-		if k := d.unquote(*key); !slices.Contains(kongAIPreferred[:], k) {
+	d.forEachAIKey(func(key jsonString, pos int) {
+		if k := d.unquote(key); !slices.Contains(kongAIPreferred[:], k) {
 			last[k] = pos
 		}
 	})
@@ -128,12 +128,12 @@ func (d *scanner) kongGenAI(g *GenAI) error {
 
 // forEachAIKey calls fn with each key of the recorded `ai` objects, in
 // order, and the offset of its value (never 0: the entry starts before).
-func (d *scanner) forEachAIKey(fn func(key *jsonString, pos int)) {
+func (d *scanner) forEachAIKey(fn func(key jsonString, pos int)) {
 	var key jsonString
 	for i := range d.aiN {
 		d.pos = d.aiObject(i) + 1
 		for first := true; d.member(&first, &key); {
-			fn(&key, d.pos)
+			fn(key, d.pos)
 			d.skipValue()
 		}
 	}

@@ -218,7 +218,8 @@ func scanArray(d *scanner, b []byte, ndjson bool, decode func(), emit func() err
 	if !d.atEnd() {
 		return 0, nil, bodyError(b, ndjson)
 	}
-	d.pos = 1
+	d.pos, d.trusted = 1, true
+	defer func() { d.trusted = false }()
 	if d.ws(); d.peek() == ']' {
 		return 0, nil, errors.Join(ErrBody, errors.New("an empty array holds no entry"))
 	}
@@ -264,21 +265,11 @@ func lineError(line []byte) error {
 // max. It scans the bytes once, without allocating, before any decoder
 // allocates per level; it does not check that b is valid JSON.
 func CheckJSONDepth(b []byte, max int) error {
-	depth, inString := 0, false
+	depth := 0
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch b[i] {
 		case '"':
-			inString = true
+			i = stringEnd(b, i+1)
 		case '{', '[':
 			if depth++; depth > max {
 				return errors.New("JSON nested deeper than " + strconv.Itoa(max) + " levels at byte " + strconv.Itoa(i))
