@@ -37,6 +37,9 @@ import (
 type scanner struct {
 	b   []byte
 	pos int
+	// deepest is the deepest nesting skipValue met in the body (within the
+	// value it skipped).
+	deepest int
 	// trusted is set while the input is known to be valid JSON.
 	trusted bool
 	// bad is set at the first syntax error; the caller learns the message
@@ -447,6 +450,10 @@ func (d *scanner) skipValue() {
 	var st bitstack
 	for !d.bad {
 		d.ws()
+		switch d.peek() {
+		case '{', '[':
+			d.deepest = max(d.deepest, st.n+1) // an empty one counts too
+		}
 		switch d.peek() {
 		case '{':
 			d.pos++

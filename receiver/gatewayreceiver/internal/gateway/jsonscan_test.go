@@ -217,8 +217,23 @@ func TestDecodeLogsFixtures(t *testing.T) {
 			}
 		})
 	}
-	for i, s := range diffSeeds {
+	for i, s := range append(diffSeeds, deepSeeds()...) {
 		t.Run("seed"+strconv.Itoa(i), func(t *testing.T) { compareDecoders(t, []byte(s)) })
+	}
+}
+
+// deepSeeds nest around MaxLogDepth: as one object, in an array, and on
+// an NDJSON line after a line of stray closing brackets (which lowers
+// CheckJSONDepth's count for the whole body).
+func deepSeeds() []string {
+	nest := func(n int) string { return strings.Repeat(`[`, n) + strings.Repeat(`]`, n) }
+	entry := func(n int) string { return `{"response":{"status":200},"x":` + nest(n) + `}` }
+	return []string{
+		entry(MaxLogDepth - 1), entry(MaxLogDepth),
+		`[` + entry(MaxLogDepth-2) + `]`, `[` + entry(MaxLogDepth-1) + `]`,
+		entry(MaxLogDepth-1) + "\n" + entry(5),
+		strings.Repeat("]", 200) + "\n" + entry(250) + "\n" + entry(1),
+		"[" + entry(MaxLogDepth) + ",", // deep and broken: the depth is reported
 	}
 }
 
@@ -226,7 +241,7 @@ func FuzzDecodeLogs(f *testing.F) {
 	for _, b := range logFixtures(f) {
 		f.Add(b)
 	}
-	for _, s := range diffSeeds {
+	for _, s := range append(diffSeeds, deepSeeds()...) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -143,18 +143,23 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 	if len(trimmed) == 0 {
 		return 0, nil, errors.New("empty body")
 	}
-	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
-		return 0, nil, errors.Join(ErrBody, err)
-	}
+	d.deepest = 0
 	if trimmed[0] == '[' {
 		return scanArray(d, trimmed, ndjson, decode, emit)
 	}
-	// One value (an object, possibly spread over several lines).
-	if err, ok := scanOne(d, trimmed, decode, emit); ok {
+	// One value (an object, possibly spread over several lines). Its depth
+	// is checked while it is decoded, before it is emitted.
+	if err, ok := scanOne(d, trimmed, decode, emit, true); ok {
+		if err == errTooDeep {
+			return 0, nil, errors.Join(ErrBody, CheckJSONDepth(trimmed, MaxLogDepth))
+		}
 		if err != nil {
 			entryErrs = append(entryErrs, EntryError{Index: 0, Err: err})
 		}
 		return 1, entryErrs, nil
+	}
+	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
+		return 0, nil, errors.Join(ErrBody, err)
 	}
 	if !ndjson {
 		return 0, nil, bodyError(trimmed, ndjson)
@@ -175,7 +180,7 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 		if line = bytes.TrimSpace(line); len(line) == 0 {
 			continue
 		}
-		err, ok := scanOne(d, line, decode, emit)
+		err, ok := scanOne(d, line, decode, emit, false)
 		if !ok {
 			err = lineError(line)
 			if firstErr == nil {
@@ -194,14 +199,23 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 	return n, entryErrs, nil
 }
 
+// errTooDeep is scanOne's answer for a valid value nested deeper than
+// MaxLogDepth (only when asked to check).
+var errTooDeep = errors.New("too deep")
+
 // scanOne decodes b as one entry; ok is false when b is not one JSON value
-// (nothing was emitted), else err is the entry's error.
-func scanOne(d *scanner, b []byte, decode func(), emit func() error) (err error, ok bool) {
+// (nothing was emitted), else err is the entry's error. With checkDepth,
+// a value that may nest deeper than MaxLogDepth is measured exactly before
+// it is emitted (errTooDeep).
+func scanOne(d *scanner, b []byte, decode func(), emit func() error, checkDepth bool) (err error, ok bool) {
 	d.b, d.pos = b, 0
 	d.resetEntry()
 	decode()
 	if !d.atEnd() {
 		return nil, false
+	}
+	if checkDepth && d.mayBeTooDeep() && CheckJSONDepth(b, MaxLogDepth) != nil {
+		return errTooDeep, true
 	}
 	if err := d.entryError(); err != nil {
 		return err, true
@@ -209,14 +223,27 @@ func scanOne(d *scanner, b []byte, decode func(), emit func() error) (err error,
 	return emit(), true
 }
 
+// mayBeTooDeep reports whether the values skipped so far, below the few
+// levels the decoders themselves descend (at most entry, tries, a try),
+// could reach MaxLogDepth. CheckJSONDepth, which counts brackets in the
+// same way for valid JSON, then decides.
+func (d *scanner) mayBeTooDeep() bool { return d.deepest+8 > MaxLogDepth }
+
 // scanArray checks the whole array first, since a syntax error anywhere
-// refuses the body before any entry is emitted, then decodes its elements.
+// (or nesting beyond MaxLogDepth) refuses the body before any entry is
+// emitted, then decodes its elements.
 func scanArray(d *scanner, b []byte, ndjson bool, decode func(), emit func() error) (n int, entryErrs []EntryError, err error) {
 	d.b, d.pos = b, 0
 	d.resetEntry()
 	d.skipValue()
-	if !d.atEnd() {
-		return 0, nil, bodyError(b, ndjson)
+	if valid := d.atEnd(); !valid || d.deepest > MaxLogDepth {
+		// The same order as forEachEntry: depth first, then syntax.
+		if err := CheckJSONDepth(b, MaxLogDepth); err != nil {
+			return 0, nil, errors.Join(ErrBody, err)
+		}
+		if !valid {
+			return 0, nil, bodyError(b, ndjson)
+		}
 	}
 	d.pos, d.trusted = 1, true
 	defer func() { d.trusted = false }()
