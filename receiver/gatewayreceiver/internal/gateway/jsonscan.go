@@ -216,7 +216,10 @@ func (d *scanner) element(first *bool) bool {
 		return false
 	}
 	*first = false
-	return !d.bad && d.pos < len(d.b)
+	if d.pos >= len(d.b) {
+		d.fail()
+	}
+	return !d.bad
 }
 
 // literal consumes true, false or null.

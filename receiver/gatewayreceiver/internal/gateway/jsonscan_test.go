@@ -202,6 +202,34 @@ var diffSeeds = []string{
 	"{bad\n{worse",
 	`[]`, `[1,]`, `{} {}`, `5`, `"x"`, `null`, `[null,true,"s",[]]`, ` `, `{"a":1}x`,
 	"\u00a0{\"response\":{\"status\":200}}\u0085",
+	`{"response":{"status":200},"route":5,"service":[],"consumer":"c"}`,
+	`[null,{"response":null},{"response":{"status":null}},{"response":{"status":""}},{"response":{"status":"\u0032\u0030\u0030"}}]`,
+	`{"response":{"status":200,"size":"0x10"},"request":{"size":" 1"}}`,
+	`{"response":{"status":200,"size":"1_0"},"request":{"size":"\u0661"}}`,
+	`{"response":{"status":200,"size":""},"request":{"size":"\t1"},"latencies":{"\u212aong":3,"PROXY":-1}}`,
+	`{"response":{"status":200},"ai":{"pro\u0078y":{"meta":{"provider_name":"p"}},"Proxy":{"meta":{"provider_name":"q"}}}}`,
+	`{"response":{"status":200},"ai":{"z\u00e9":{"meta":{"provider_name":"z"}},"a":5,"\u00e9":{"usage":{"prompt_tokens":1}}}}`,
+	`{"response":{"status":200},"ai":{"proxy":{"meta":{"provider_name":"p"},"usage":{"prompt_tokens":-2}}}}`,
+	`{"response":{"status":200},"ai":{"proxy":{"meta":null,"usage":null},"ai-proxy":{"meta":{"response_model":"r"}}}}`,
+	`{"response":{"status":200},"llm_summary":{"stream":true,"duration":"x"}}`,
+	`{"response":{"status":200},"llm_summary":{"stream":"tru\u0065","model":null,"request_model":5}}`,
+	`{"response":{"status":200},"llm_summary":{"stream":true,"stream":1,"duration":1e9}}`,
+	`{"response":{"status":200},"llm_summary":null,"server":null,"consumer":null,"consumer":{"username":"u"}}`,
+	`{"response":{"status":200},"consumer":{"username":"u"},"consumer":{}}`,
+	`{"response":{"status":200},"route_id":"no-matched","service_id":"s","upstream":"a:1,b:2"}`,
+	`{"response":{"status":200},"tries":[{"ip":5}],"latencies":{"kong":[1]}}`,
+	`{"response":{"status":200},"tries":[null,{"port":null}]}`,
+	`{"response":{"status":200},"tries":[{"ip":"1.1.1.1","port":65536}]}`,
+	`{"response":{"status":200},"route":{"paths":[null]},"request":{"method":"g\u0065t"}}`,
+	`{"response":{"status":200},"route":{"paths":[5]}}`,
+	`{"response":{"status":200},"route":{"paths":"x"}}`,
+	`{"response":{"status":200},"source":"kong","workspace_name":null}`,
+	`{"response":{"status":99.5}}`, `{"response":{"status":600}}`, `{"response":{"status":"abc"}}`,
+	"{\"response\":{\"status\":200},\"route\":{\"name\":\"\xed\xa0\x80\"}}",
+	"{\"respon\xc5\xbfe\":{\"\xc5\xbftatus\":200}}",
+	"[{\"response\":{\"status\":200}}\n,\n{\"response\":{\"status\":201}}]",
+	"{\"response\":{\"status\":200}}\n\n   \n{\"response\":{\"status\":201}} x\n[1]\n5",
+	"{\"a\":\"\\ud800\\u0041\"}\n{\"a\":\"\\x\"}",
 }
 
 // TestDecodeLogsFixtures runs every fixture, and the quirk seeds, through
@@ -268,6 +296,28 @@ func TestDecodeLogsDoNotAllocate(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("%s: %v allocations per body", c.name, allocs)
 			}
+		}
+	}
+}
+
+// TestEscapedStringsStayValid: the receiver keeps events (and their
+// strings) until the whole body is aggregated, after later entries, and
+// other bodies, were decoded. A string with escapes lives in the arena,
+// which later decodes only append to.
+func TestEscapedStringsStayValid(t *testing.T) {
+	entry := func(i int) string {
+		return `{"response":{"status":200},"route":{"paths":["\/r\/` + strconv.Itoa(i) + `"]},"workspace_name":"w\u00e9` + strconv.Itoa(i) + `"}`
+	}
+	var kept []Event
+	for i := range 2000 { // enough to fill several arena chunks
+		if _, _, err := DecodeKongHTTPLog([]byte(`[`+entry(i)+`]`), func(e *Event) { kept = append(kept, *e) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, e := range kept {
+		n := strconv.Itoa(i)
+		if e.Route != "/r/"+n || e.Workspace != "wé"+n {
+			t.Fatalf("event %d: route %q workspace %q", i, e.Route, e.Workspace)
 		}
 	}
 }

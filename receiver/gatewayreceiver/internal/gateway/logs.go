@@ -119,6 +119,9 @@ type logState struct {
 	apisix apisixLog
 }
 
+// maxPooledArena bounds the arena chunk a pooled logState keeps.
+const maxPooledArena = 64 << 10
+
 var logStates = sync.Pool{New: func() any { return new(logState) }}
 
 func getLogState() *logState { return logStates.Get().(*logState) }
@@ -128,6 +131,9 @@ func getLogState() *logState { return logStates.Get().(*logState) }
 // handed is overwritten; the fields are cleared so the pool pins no body.
 func putLogState(st *logState) {
 	arena, aiMore := st.d.arena, st.d.aiMore[:0]
+	if cap(arena) > maxPooledArena {
+		arena = nil // one huge escaped string; its chunk goes with it
+	}
 	*st = logState{}
 	st.d.arena, st.d.aiMore = arena, aiMore
 	logStates.Put(st)
