@@ -1,82 +1,175 @@
 package gateway
 
-// apisixEntry is the part of APISIX's http-logger default log format
-// (log-util.lua get_full_log, docs/gateways.md §2d) that metrics need.
-type apisixEntry struct {
-	Request struct {
-		Method string `json:"method"`
-		URI    string `json:"uri"`
-		Size   Number `json:"size"`
-	} `json:"request"`
-	Response struct {
-		Status *Number `json:"status"`
-		Size   Number  `json:"size"`
-	} `json:"response"`
-	Server struct {
-		Hostname string `json:"hostname"`
-	} `json:"server"`
-	Upstream  string `json:"upstream"`
-	ServiceID string `json:"service_id"`
-	RouteID   string `json:"route_id"`
-	Consumer  *struct {
-		Username string `json:"username"`
-	} `json:"consumer"`
-	Latency         Number `json:"latency"`
-	UpstreamLatency Number `json:"upstream_latency"`
-	APISIXLatency   Number `json:"apisix_latency"`
-	// LLMSummary is what ai-proxy adds with logging.summaries (apisix_llm.go).
-	LLMSummary apisixLLMSummary `json:"llm_summary"`
+// apisixLog is the part of APISIX's http-logger default log format
+// (log-util.lua get_full_log, docs/gateways.md §2d) that metrics need, as
+// the scanner reads it (jsonscan.go); it mirrors apisixEntry of
+// logs_reference_test.go, type-checking the same fields.
+type apisixLog struct {
+	reqMethod, reqURI string
+	reqSize           Number
+	status, respSize  Number
+	hasStatus         bool
+	hostname          string
+	upstream          string
+	serviceID         string
+	routeID           string
+	consumer          struct {
+		set      bool
+		username string
+	}
+	latency, upstreamLatency, apisixLatency Number
+	// llm is what ai-proxy adds with logging.summaries (apisix_llm.go).
+	llm apisixLLMSummary
 }
 
-func (a *apisixEntry) reset() {
-	*a = apisixEntry{}
-	a.Request.Size, a.Response.Size = unknownNumber(), unknownNumber()
-	a.Latency, a.UpstreamLatency, a.APISIXLatency = unknownNumber(), unknownNumber(), unknownNumber()
-	a.LLMSummary.reset()
+func (a *apisixLog) reset() {
+	*a = apisixLog{reqSize: Unknown, respSize: Unknown, latency: Unknown, upstreamLatency: Unknown, apisixLatency: Unknown}
+	a.llm.reset()
 }
 
 // DecodeAPISIXHTTPLogger maps an APISIX http-logger body: one object
 // (batch_max_size = 1), an array (concat_method json) or newline-delimited
 // objects (concat_method new_line). Contract as DecodeKongHTTPLog.
 func DecodeAPISIXHTTPLogger(body []byte, fn func(*Event)) (entries int, entryErrs []EntryError, err error) {
-	return decodeLog[apisixEntry](body, true, fn)
+	st := getLogState()
+	defer putLogState(st)
+	a := &st.apisix
+	return scanEntries(&st.d, body, true,
+		func() { a.reset(); st.d.apisixEntry(a) },
+		func() error {
+			if err := a.event(&st.e); err != nil {
+				return err
+			}
+			fn(&st.e)
+			return nil
+		})
+}
+
+// apisixEntry reads one entry at d.pos into a.
+func (d *scanner) apisixEntry(a *apisixLog) {
+	if !d.object("") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("request"):
+			d.apisixRequest(a)
+		case key.is("response"):
+			d.response(&a.status, &a.hasStatus, &a.respSize)
+		case key.is("server"):
+			d.apisixServer(a)
+		case key.is("upstream"):
+			d.text(&a.upstream, "upstream")
+		case key.is("service_id"):
+			d.text(&a.serviceID, "service_id")
+		case key.is("route_id"):
+			d.text(&a.routeID, "route_id")
+		case key.is("consumer"):
+			d.apisixConsumer(a)
+		case key.is("latency"):
+			d.num(&a.latency)
+		case key.is("upstream_latency"):
+			d.num(&a.upstreamLatency)
+		case key.is("apisix_latency"):
+			d.num(&a.apisixLatency)
+		case key.is("llm_summary"):
+			d.apisixLLM(&a.llm)
+		default:
+			d.skipValue()
+		}
+	}
+}
+
+func (d *scanner) apisixRequest(a *apisixLog) {
+	if !d.object("request") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("method"):
+			d.text(&a.reqMethod, "request.method")
+		case key.is("uri"):
+			d.text(&a.reqURI, "request.uri")
+		case key.is("size"):
+			d.num(&a.reqSize)
+		default:
+			d.skipValue()
+		}
+	}
+}
+
+func (d *scanner) apisixServer(a *apisixLog) {
+	if !d.object("server") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		if key.is("hostname") {
+			d.text(&a.hostname, "server.hostname")
+			continue
+		}
+		d.skipValue()
+	}
+}
+
+func (d *scanner) apisixConsumer(a *apisixLog) {
+	c := &a.consumer
+	if !d.pointer("consumer", &c.set, func() { c.username = "" }) {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		if key.is("username") {
+			d.text(&c.username, "consumer.username")
+			continue
+		}
+		d.skipValue()
+	}
 }
 
 // apisixRouteMiss is http-logger's route_id for a request no route matched.
 const apisixRouteMiss = "no-matched"
 
-func (a *apisixEntry) event(e *Event) error {
-	if err := startEntry(e, KindAPISIX, a.Response.Status, a.Request.Method); err != nil {
+func (a *apisixLog) event(e *Event) error {
+	if err := startEntry(e, KindAPISIX, a.statusPtr(), a.reqMethod); err != nil {
 		return err
 	}
-	e.Instance = a.Server.Hostname
+	e.Instance = a.hostname
 	// A route miss: get_full_log leaves route_id unset and sets service_id
 	// to $host; http-logger then writes route_id "no-matched" (since 2.0,
 	// §2d). Neither is an entity: the request host is client input. Like
 	// APISIX's own plugin, a miss has no route and no service.
-	if a.RouteID != "" && a.RouteID != apisixRouteMiss {
-		e.RouteID = a.RouteID
-		e.ServiceID = a.ServiceID
+	if a.routeID != "" && a.routeID != apisixRouteMiss {
+		e.RouteID = a.routeID
+		e.ServiceID = a.serviceID
 	}
 	// upstream is $upstream_addr: the balancer's "ip:port" (several,
 	// comma-separated, after retries; the last one answered).
-	e.Target = lastAddr(a.Upstream)
-	if a.Consumer != nil {
-		e.Consumer = a.Consumer.Username
-	}
+	e.Target = lastAddr(a.upstream)
+	e.Consumer = a.consumer.username
 	var p plausible
-	e.TotalMS = p.ms("latency", a.Latency)
-	e.UpstreamMS = p.ms("upstream_latency", a.UpstreamLatency)
-	e.AddedMS = p.ms("apisix_latency", a.APISIXLatency)
+	e.TotalMS = p.ms("latency", a.latency)
+	e.UpstreamMS = p.ms("upstream_latency", a.upstreamLatency)
+	e.AddedMS = p.ms("apisix_latency", a.apisixLatency)
 	if e.UpstreamMS >= 0 {
 		e.Source = SourceUpstream
 	} else {
 		e.Source = SourceGateway
 	}
-	e.RequestSize = p.count("request.size", a.Request.Size, maxBytes)
-	e.ResponseSize = p.count("response.size", a.Response.Size, maxBytes)
-	a.LLMSummary.genAI(&e.GenAI, &p)
+	e.RequestSize = p.count("request.size", a.reqSize, maxBytes)
+	e.ResponseSize = p.count("response.size", a.respSize, maxBytes)
+	a.llm.genAI(&e.GenAI, &p)
 	return p.err
+}
+
+// statusPtr is response.status as startEntry takes it: nil when absent.
+func (a *apisixLog) statusPtr() *Number {
+	if !a.hasStatus {
+		return nil
+	}
+	return &a.status
 }
 
 // lastAddr returns the last address of nginx's "a, b : c" list.

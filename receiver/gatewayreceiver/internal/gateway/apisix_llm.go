@@ -1,7 +1,5 @@
 package gateway
 
-import "encoding/json"
-
 // APISIX's ai-proxy and ai-proxy-multi (logging.summaries: true) set
 // ctx.llm_summary, and every logger's entry then carries it:
 //
@@ -20,65 +18,69 @@ import "encoding/json"
 // provider's response model, or the provider latency (duration is the time
 // to the first token).
 
-// apisixLLMSummary is the part of llm_summary GenAI needs.
+// apisixLLMSummary is the part of llm_summary GenAI needs (the reference
+// struct's fields, with its loose types: see looseText and looseBool).
 type apisixLLMSummary struct {
-	// RequestModel is the client's `model` (request_llm_model).
-	RequestModel looseString `json:"request_model"`
-	// Model is the model APISIX asked the provider for (llm_model): the
+	// requestModel is the client's `model` (request_llm_model).
+	requestModel string
+	// model is the model APISIX asked the provider for (llm_model): the
 	// plugin's options.model, else the client's.
-	Model            looseString `json:"model"`
-	PromptTokens     Number      `json:"prompt_tokens"`
-	CompletionTokens Number      `json:"completion_tokens"`
-	// Stream is true for a streamed request (request_type ai_stream); a
-	// non-boolean reads as false.
-	Stream looseBool `json:"stream"`
-	// Duration is $llm_time_to_first_token (ms).
-	Duration Number `json:"duration"`
-}
-
-// looseBool is a JSON true; anything else (false, "true" as a string from
-// ctx.var, null) reads as its plain meaning or false, never an error.
-type looseBool bool
-
-func (b *looseBool) UnmarshalJSON(v []byte) error {
-	s := string(v)
-	*b = looseBool(s == "true" || s == `"true"`)
-	return nil
+	model                    string
+	promptTokens, completion Number
+	// stream is true for a streamed request (request_type ai_stream).
+	stream bool
+	// duration is $llm_time_to_first_token (ms).
+	duration Number
 }
 
 func (s *apisixLLMSummary) reset() {
-	*s = apisixLLMSummary{PromptTokens: unknownNumber(), CompletionTokens: unknownNumber(), Duration: unknownNumber()}
+	*s = apisixLLMSummary{promptTokens: Unknown, completion: Unknown, duration: Unknown}
+}
+
+// apisixLLM reads llm_summary. request_model and model are loose strings:
+// APISIX copies the client's `model` whatever its JSON type, and its docs
+// route on an object ("model": {"name": …}); rejecting such an entry would
+// let a client keep its requests out of the metrics, so a non-string reads
+// as "". stream is true only for true (or "true" from ctx.var).
+func (d *scanner) apisixLLM(s *apisixLLMSummary) {
+	if !d.object("llm_summary") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("request_model"):
+			d.looseText(&s.requestModel)
+		case key.is("model"):
+			d.looseText(&s.model)
+		case key.is("prompt_tokens"):
+			d.num(&s.promptTokens)
+		case key.is("completion_tokens"):
+			d.num(&s.completion)
+		case key.is("stream"):
+			d.looseBool(&s.stream)
+		case key.is("duration"):
+			d.num(&s.duration)
+		default:
+			d.skipValue()
+		}
+	}
 }
 
 // genAI fills g. gen_ai.request.model is the model the request was made to,
 // which is llm_model; the client's model only stands in when APISIX logged
 // none. APISIX does not log the response model, so ResponseModel stays empty.
 func (s *apisixLLMSummary) genAI(g *GenAI, p *plausible) {
-	g.RequestModel = string(s.Model)
+	g.RequestModel = s.model
 	if g.RequestModel == "" {
-		g.RequestModel = string(s.RequestModel)
+		g.RequestModel = s.requestModel
 	}
-	g.ClientModel = string(s.RequestModel)
-	g.Stream = bool(s.Stream)
+	g.ClientModel = s.requestModel
+	g.Stream = s.stream
 	if g.Stream {
 		// APISIX observes the time to first token for ai_stream only (§2c).
-		g.FirstTokenMS = p.ms("llm_summary.duration", s.Duration)
+		g.FirstTokenMS = p.ms("llm_summary.duration", s.duration)
 	}
-	g.InputTokens = p.count("llm_summary.prompt_tokens", s.PromptTokens, maxTokens)
-	g.OutputTokens = p.count("llm_summary.completion_tokens", s.CompletionTokens, maxTokens)
-}
-
-// looseString is a JSON string; any other JSON value reads as "". APISIX
-// copies the client's `model` into request_llm_model (and llm_model when the
-// plugin sets none) whatever its JSON type, and its docs route on an object
-// ("model": {"name": …}). Rejecting such an entry would let a client keep
-// its requests out of the metrics, so the value is dropped instead.
-type looseString string
-
-func (s *looseString) UnmarshalJSON(b []byte) error {
-	if len(b) == 0 || b[0] != '"' {
-		*s = ""
-		return nil
-	}
-	return json.Unmarshal(b, (*string)(s))
+	g.InputTokens = p.count("llm_summary.prompt_tokens", s.promptTokens, maxTokens)
+	g.OutputTokens = p.count("llm_summary.completion_tokens", s.completion, maxTokens)
 }

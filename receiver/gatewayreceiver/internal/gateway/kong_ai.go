@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"slices"
 )
@@ -40,20 +38,33 @@ import (
 // byte order, so the choice never depends on Go's map order.
 var kongAIPreferred = [...]string{"proxy", "ai-proxy", "ai-proxy-advanced"}
 
-// kongAIPlugin is the part of one `ai` value that GenAI needs.
-type kongAIPlugin struct {
-	Meta struct {
-		ProviderName  string `json:"provider_name"`
-		RequestModel  string `json:"request_model"`
-		ResponseModel string `json:"response_model"`
-		LLMLatency    Number `json:"llm_latency"` // ms
-	} `json:"meta"`
-	Usage struct {
-		PromptTokens     Number `json:"prompt_tokens"`
-		CompletionTokens Number `json:"completion_tokens"`
-		TotalTokens      Number `json:"total_tokens"`
-		Cost             Number `json:"cost"`
-	} `json:"usage"`
+// kongAIObject records where an `ai` object is (read later by kongGenAI,
+// only up to the value it uses). Like encoding/json filling a map, a second
+// `ai` object adds to the first, and null drops both.
+func (d *scanner) kongAIObject() {
+	switch d.peek() {
+	case '{':
+		if d.aiN < len(d.aiInline) {
+			d.aiInline[d.aiN] = d.pos
+		} else {
+			d.aiMore = append(d.aiMore, d.pos) // only a repeated key gets here
+		}
+		d.aiN++
+		d.skipValue()
+	case 'n':
+		d.literal("null")
+		d.aiN, d.aiMore = 0, d.aiMore[:0]
+	default:
+		d.typeError("ai")
+	}
+}
+
+// aiObject returns the offset of the i-th recorded `ai` object.
+func (d *scanner) aiObject(i int) int {
+	if i < len(d.aiInline) {
+		return d.aiInline[i]
+	}
+	return d.aiMore[i-len(d.aiInline)]
 }
 
 // kongGenAI fills g from the first `ai` value (in kongAIPreferred order, then
@@ -66,72 +77,164 @@ type kongAIPlugin struct {
 // (meta.provider_name, meta.request_model, meta.response_model,
 // usage.prompt_tokens, usage.completion_tokens) rejects the entry, as a
 // wrong type in any other field read from the entry does.
-func kongGenAI(g *GenAI, ai map[string]json.RawMessage) error {
-	if len(ai) == 0 {
+func (d *scanner) kongGenAI(g *GenAI) error {
+	if d.aiN == 0 {
 		return nil
 	}
-	for _, key := range kongAIPreferred {
-		if ok, err := kongAIValue(g, key, ai[key]); ok || err != nil {
+	// One pass finds the last value of each preferred key (a repeated key
+	// overwrites, as in a map) and whether there are others.
+	var at [len(kongAIPreferred)]int
+	others := false
+	d.forEachAIKey(func(key jsonString, pos int) {
+		for i, name := range kongAIPreferred {
+			if key.equals(name) {
+				at[i] = pos
+				return
+			}
+		}
+		others = true
+	})
+	for i, key := range kongAIPreferred {
+		if at[i] == 0 {
+			continue
+		}
+		if ok, err := d.kongAIValue(g, key, at[i]); ok || err != nil {
 			return err
 		}
 	}
-	// Rare: no proxy plugin logged statistics. Sorting costs one slice.
-	keys := make([]string, 0, len(ai))
-	for k := range ai {
-		if !slices.Contains(kongAIPreferred[:], k) {
-			keys = append(keys, k)
+	if !others {
+		return nil
+	}
+	// Rare: no proxy plugin logged statistics. Sorting costs a map and a
+	// slice.
+	last := map[string]int{}
+	d.forEachAIKey(func(key jsonString, pos int) {
+		if k := d.unquote(key); !slices.Contains(kongAIPreferred[:], k) {
+			last[k] = pos
 		}
+	})
+	keys := make([]string, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
-		if ok, err := kongAIValue(g, key, ai[key]); ok || err != nil {
+		if ok, err := d.kongAIValue(g, key, last[key]); ok || err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// kongAIValue reads ai[key] into g; ok is false when the value is absent, not
-// an object, or carries none of the GenAI fields (g is then untouched).
-func kongAIValue(g *GenAI, key string, raw json.RawMessage) (ok bool, err error) {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 || raw[0] != '{' {
+// forEachAIKey calls fn with each key of the recorded `ai` objects, in
+// order, and the offset of its value (never 0: the entry starts before).
+func (d *scanner) forEachAIKey(fn func(key jsonString, pos int)) {
+	var key jsonString
+	for i := range d.aiN {
+		d.pos = d.aiObject(i) + 1
+		for first := true; d.member(&first, &key); {
+			fn(key, d.pos)
+			d.skipValue()
+		}
+	}
+}
+
+// kongAIPlugin is the part of one `ai` value that GenAI needs (the fields
+// of the reference kongAIPlugin struct, type-checked alike).
+type kongAIPlugin struct {
+	provider, requestModel, responseModel string
+	llmLatency                            Number
+	prompt, completion, total, cost       Number
+}
+
+// kongAIValue reads the `ai` value at pos into g; ok is false when it is
+// not an object, or carries none of the GenAI fields (g is then untouched).
+func (d *scanner) kongAIValue(g *GenAI, key string, pos int) (ok bool, err error) {
+	d.pos = pos
+	if d.peek() != '{' {
 		return false, nil
 	}
-	var p kongAIPlugin
-	p.Usage.PromptTokens, p.Usage.CompletionTokens = unknownNumber(), unknownNumber()
-	p.Usage.TotalTokens, p.Usage.Cost = unknownNumber(), unknownNumber()
-	p.Meta.LLMLatency = unknownNumber()
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return false, aiFieldError(key, err)
+	p := kongAIPlugin{llmLatency: Unknown, prompt: Unknown, completion: Unknown, total: Unknown, cost: Unknown}
+	d.resetErrors()
+	d.kongAIPlugin(&p)
+	if err := d.entryError(); err != nil {
+		if d.abort != nil {
+			// Number's own errors ("want a number, got …") carry no field.
+			return false, errors.New("ai." + key + ": " + err.Error())
+		}
+		return false, errors.New("ai." + key + "." + err.Error())
 	}
 	var pl plausible
-	prefix := "ai." + key + "."
-	in := pl.count(prefix+"usage.prompt_tokens", p.Usage.PromptTokens, maxTokens)
-	out := pl.count(prefix+"usage.completion_tokens", p.Usage.CompletionTokens, maxTokens)
-	total := pl.count(prefix+"usage.total_tokens", p.Usage.TotalTokens, maxTokens)
-	cost := pl.amount(prefix+"usage.cost", p.Usage.Cost, maxCost)
-	latency := pl.ms(prefix+"meta.llm_latency", p.Meta.LLMLatency)
+	in := pl.count("usage.prompt_tokens", p.prompt, maxTokens)
+	out := pl.count("usage.completion_tokens", p.completion, maxTokens)
+	total := pl.count("usage.total_tokens", p.total, maxTokens)
+	cost := pl.amount("usage.cost", p.cost, maxCost)
+	latency := pl.ms("meta.llm_latency", p.llmLatency)
 	if pl.err != nil {
-		return false, pl.err
+		return false, errors.New("ai." + key + "." + pl.err.Error())
 	}
-	m := &p.Meta
-	if m.ProviderName == "" && m.RequestModel == "" && m.ResponseModel == "" && in < 0 && out < 0 {
+	if p.provider == "" && p.requestModel == "" && p.responseModel == "" && in < 0 && out < 0 {
 		return false, nil
 	}
-	g.Provider, g.RequestModel, g.ResponseModel = m.ProviderName, m.RequestModel, m.ResponseModel
+	g.Provider, g.RequestModel, g.ResponseModel = p.provider, p.requestModel, p.responseModel
 	g.InputTokens, g.OutputTokens, g.TotalTokens, g.Cost = in, out, total, cost
 	g.ProviderMS = latency
 	return true, nil
 }
 
-// aiFieldError names the offending field by its full path in the entry
-// (ai.<key>.meta.request_model), as jsonError does for top-level fields.
-func aiFieldError(key string, err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return errors.New("ai." + key + "." + te.Field + ": wrong type, got JSON " + te.Value)
+func (d *scanner) kongAIPlugin(p *kongAIPlugin) {
+	d.pos++ // '{', checked by the caller
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("meta"):
+			d.kongAIMeta(p)
+		case key.is("usage"):
+			d.kongAIUsage(p)
+		default:
+			d.skipValue()
+		}
 	}
-	// Number's own errors ("want a number, got …") carry no field name.
-	return errors.New("ai." + key + ": " + err.Error())
+}
+
+func (d *scanner) kongAIMeta(p *kongAIPlugin) {
+	if !d.object("meta") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("provider_name"):
+			d.text(&p.provider, "meta.provider_name")
+		case key.is("request_model"):
+			d.text(&p.requestModel, "meta.request_model")
+		case key.is("response_model"):
+			d.text(&p.responseModel, "meta.response_model")
+		case key.is("llm_latency"):
+			d.num(&p.llmLatency)
+		default:
+			d.skipValue()
+		}
+	}
+}
+
+func (d *scanner) kongAIUsage(p *kongAIPlugin) {
+	if !d.object("usage") {
+		return
+	}
+	var key jsonString
+	for first := true; d.member(&first, &key); {
+		switch {
+		case key.is("prompt_tokens"):
+			d.num(&p.prompt)
+		case key.is("completion_tokens"):
+			d.num(&p.completion)
+		case key.is("total_tokens"):
+			d.num(&p.total)
+		case key.is("cost"):
+			d.num(&p.cost)
+		default:
+			d.skipValue()
+		}
+	}
 }

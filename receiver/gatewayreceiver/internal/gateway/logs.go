@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"sync"
 )
 
 // EntryError is one log entry of a batch that could not be mapped: Index is
@@ -108,6 +109,181 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 	return n, entryErrs, nil
 }
 
+// logState is the working memory of one Kong or APISIX decode, pooled so
+// that a body allocates nothing: the Event handed to fn escapes (fn is not
+// known), and the scanner keeps its arena chunk.
+type logState struct {
+	d      scanner
+	e      Event
+	kong   kongLog
+	apisix apisixLog
+}
+
+// maxPooledArena bounds the arena chunk a pooled logState keeps.
+const maxPooledArena = 64 << 10
+
+var logStates = sync.Pool{New: func() any { return new(logState) }}
+
+func getLogState() *logState { return logStates.Get().(*logState) }
+
+// putLogState pools st again. The Event's strings borrow the body or the
+// arena, which a later decode only appends to, so nothing an earlier fn was
+// handed is overwritten; the fields are cleared so the pool pins no body.
+func putLogState(st *logState) {
+	arena, aiMore := st.d.arena, st.d.aiMore[:0]
+	if cap(arena) > maxPooledArena {
+		arena = nil // one huge escaped string; its chunk goes with it
+	}
+	*st = logState{}
+	st.d.arena, st.d.aiMore = arena, aiMore
+	logStates.Put(st)
+}
+
+// scanEntries is forEachEntry for the scanner, with the same splitting,
+// limits and answers: decode reads the entry at d.pos (one whole body
+// element or line) and emit maps it once it is known to be valid JSON
+// without type errors. A body that is refused whole gets encoding/json's
+// message, from forEachEntry (only refused bodies pay for it).
+func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func() error) (n int, entryErrs []EntryError, err error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return 0, nil, errors.New("empty body")
+	}
+	d.deepest = 0
+	if trimmed[0] == '[' {
+		return scanArray(d, trimmed, ndjson, decode, emit)
+	}
+	// One value (an object, possibly spread over several lines). Its depth
+	// is checked while it is decoded, before it is emitted.
+	if err, ok := scanOne(d, trimmed, decode, emit, true); ok {
+		if err == errTooDeep {
+			return 0, nil, errors.Join(ErrBody, CheckJSONDepth(trimmed, MaxLogDepth))
+		}
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: 0, Err: err})
+		}
+		return 1, entryErrs, nil
+	}
+	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
+		return 0, nil, errors.Join(ErrBody, err)
+	}
+	if !ndjson {
+		return 0, nil, bodyError(trimmed, ndjson)
+	}
+	// NDJSON: one entry per non-empty line. A broken line is that entry's
+	// error; the lines after it still count, since APISIX does not resend
+	// a batch answered 200. Only a body of which no line parses is refused
+	// whole.
+	var firstErr error
+	broken := 0
+	for len(trimmed) > 0 {
+		line := trimmed
+		if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
+			line, trimmed = trimmed[:i], trimmed[i+1:]
+		} else {
+			trimmed = nil
+		}
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
+		}
+		err, ok := scanOne(d, line, decode, emit, false)
+		if !ok {
+			err = lineError(line)
+			if firstErr == nil {
+				firstErr = err
+			}
+			broken++
+		}
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: n, Err: err})
+		}
+		n++
+	}
+	if broken == n {
+		return 0, nil, errors.Join(ErrBody, firstErr)
+	}
+	return n, entryErrs, nil
+}
+
+// errTooDeep is scanOne's answer for a valid value nested deeper than
+// MaxLogDepth (only when asked to check).
+var errTooDeep = errors.New("too deep")
+
+// scanOne decodes b as one entry; ok is false when b is not one JSON value
+// (nothing was emitted), else err is the entry's error. With checkDepth,
+// a value that may nest deeper than MaxLogDepth is measured exactly before
+// it is emitted (errTooDeep).
+func scanOne(d *scanner, b []byte, decode func(), emit func() error, checkDepth bool) (err error, ok bool) {
+	d.b, d.pos = b, 0
+	d.resetEntry()
+	decode()
+	if !d.atEnd() {
+		return nil, false
+	}
+	if checkDepth && d.mayBeTooDeep() && CheckJSONDepth(b, MaxLogDepth) != nil {
+		return errTooDeep, true
+	}
+	if err := d.entryError(); err != nil {
+		return err, true
+	}
+	return emit(), true
+}
+
+// mayBeTooDeep reports whether the values skipped so far, below the few
+// levels the decoders themselves descend (at most entry, tries, a try),
+// could reach MaxLogDepth. CheckJSONDepth, which counts brackets in the
+// same way for valid JSON, then decides.
+func (d *scanner) mayBeTooDeep() bool { return d.deepest+8 > MaxLogDepth }
+
+// scanArray checks the whole array first, since a syntax error anywhere
+// (or nesting beyond MaxLogDepth) refuses the body before any entry is
+// emitted, then decodes its elements.
+func scanArray(d *scanner, b []byte, ndjson bool, decode func(), emit func() error) (n int, entryErrs []EntryError, err error) {
+	d.b, d.pos = b, 0
+	d.resetEntry()
+	d.skipValue()
+	if valid := d.atEnd(); !valid || d.deepest > MaxLogDepth {
+		// The same order as forEachEntry: depth first, then syntax.
+		if err := CheckJSONDepth(b, MaxLogDepth); err != nil {
+			return 0, nil, errors.Join(ErrBody, err)
+		}
+		if !valid {
+			return 0, nil, bodyError(b, ndjson)
+		}
+	}
+	d.pos, d.trusted = 1, true
+	defer func() { d.trusted = false }()
+	if d.ws(); d.peek() == ']' {
+		return 0, nil, errors.Join(ErrBody, errors.New("an empty array holds no entry"))
+	}
+	for first := true; d.element(&first); n++ {
+		d.resetEntry()
+		decode()
+		err := d.entryError()
+		if err == nil {
+			at := d.pos // emit may read the entry's ai objects again
+			err = emit()
+			d.pos = at
+		}
+		if err != nil {
+			entryErrs = append(entryErrs, EntryError{Index: n, Err: err})
+		}
+	}
+	return n, entryErrs, nil
+}
+
+// bodyError is encoding/json's reason to refuse a body the scanner found
+// not to be JSON.
+func bodyError(body []byte, ndjson bool) error {
+	_, _, err := forEachEntry(body, ndjson, func(int, json.RawMessage) error { return nil })
+	if err == nil {
+		// The scanner and encoding/json disagree (FuzzDecodeLogs looks for
+		// this); refuse anyway.
+		err = ErrBody
+	}
+	return err
+}
+
 // lineError says why an NDJSON line is not one JSON value.
 func lineError(line []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -122,21 +298,11 @@ func lineError(line []byte) error {
 // max. It scans the bytes once, without allocating, before any decoder
 // allocates per level; it does not check that b is valid JSON.
 func CheckJSONDepth(b []byte, max int) error {
-	depth, inString := 0, false
+	depth := 0
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch b[i] {
 		case '"':
-			inString = true
+			i = stringEnd(b, i+1)
 		case '{', '[':
 			if depth++; depth > max {
 				return errors.New("JSON nested deeper than " + strconv.Itoa(max) + " levels at byte " + strconv.Itoa(i))
@@ -305,4 +471,17 @@ func responseStatus(st *Number) (int64, error) {
 		return 0, errors.New("response.status: want an HTTP status 100–599, got " + strconv.FormatFloat(f, 'g', -1, 64))
 	}
 	return code, nil
+}
+
+// jsonError shortens encoding/json's type errors to the field and what was
+// wrong, which is what a gateway operator needs to fix a log format.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return errors.New("want a JSON object, got JSON " + te.Value)
+		}
+		return errors.New(te.Field + ": wrong type, got JSON " + te.Value)
+	}
+	return err
 }
