@@ -122,7 +122,13 @@ type logState struct {
 // maxPooledArena bounds the arena chunk a pooled logState keeps.
 const maxPooledArena = 64 << 10
 
-var logStates = sync.Pool{New: func() any { return new(logState) }}
+// logStates hands out decode states: a sync.Pool, which a test that counts
+// allocations swaps for one that never drops its state (the race detector
+// makes a sync.Pool drop items at random).
+var logStates interface {
+	Get() any
+	Put(any)
+} = &sync.Pool{New: func() any { return new(logState) }}
 
 func getLogState() *logState { return logStates.Get().(*logState) }
 

@@ -1,7 +1,0 @@
-//go:build race
-
-package gateway
-
-// raceEnabled: the race detector is on (sync.Pool then drops items at
-// random, so allocation counts are not exact).
-const raceEnabled = true
