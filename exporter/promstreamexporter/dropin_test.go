@@ -77,10 +77,13 @@ func TestTranslationStrategyPrecedence(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run("", func(t *testing.T) {
-			if c.gate != nil {
+			switch {
+			case c.gate != nil:
 				contribGate(t, gateDisableAddMetricSuffixes, featuregate.StageBeta, *c.gate)
-			} else if gateEnabled(gateDisableAddMetricSuffixes, true) != true {
-				t.Skip("gate registered off by an earlier test")
+			case gateEnabled(gateDisableAddMetricSuffixes, true) != true:
+				// Registered by an earlier case (a registry keeps its
+				// gates): put it back to its default, on, as unregistered.
+				contribGate(t, gateDisableAddMetricSuffixes, featuregate.StageBeta, true)
 			}
 			cfg := createDefaultConfig()
 			cfg.TranslationStrategy, cfg.AddMetricSuffixes = c.strategy, c.addSuffixes
