@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"sort"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type series struct {
 // seriesMeta is the cold part of a series.
 type seriesMeta struct {
 	key tupleKey // projected on the family's labels
+	// next is the family's next series whose tuple has the same hash.
+	next *series
 	// ex is, per bucket, the last sampled request observed in it this
 	// window; allocated on the first one (spans with a trace id only). An
 	// exponential histogram keeps one, the last.
@@ -81,25 +84,38 @@ type exemplar struct {
 // (Kong's 17 latency bounds + Inf).
 const maxInlineBuckets = 18
 
-// histSeries is a histogram series with its buckets in the same allocation.
+// histSeries is a histogram series with its buckets in the same allocation,
+// and its cold part after them; plainSeries a sum's, with its cold part.
 type histSeries struct {
 	series
 	inline [maxInlineBuckets]uint64
+	cold   seriesMeta
 }
 
+type plainSeries struct {
+	series
+	cold seriesMeta
+}
+
+// newSeries allocates a series and its cold part together (one allocation
+// per series, beyond exponential buckets).
 func newSeries(f *family, key tupleKey) *series {
 	var s *series
 	switch n := len(f.bounds) + 1; {
-	case !f.hist || f.expoSize > 0:
-		s = new(series)
-	case n <= maxInlineBuckets:
+	case !f.hist || f.expoSize > 0 || n > maxInlineBuckets:
+		p := new(plainSeries)
+		p.meta = &p.cold
+		s = &p.series
+		if f.hist && f.expoSize == 0 {
+			s.buckets = make([]uint64, n)
+		}
+	default:
 		h := new(histSeries)
 		h.buckets = h.inline[:n]
+		h.meta = &h.cold
 		s = &h.series
-	default:
-		s = &series{buckets: make([]uint64, n)}
 	}
-	s.meta = &seriesMeta{key: key}
+	s.meta.key = key
 	if f.expoSize > 0 {
 		s.meta.exp = newExpoHist(f.expoSize)
 	}
@@ -161,8 +177,13 @@ type bundle struct {
 	held bool
 }
 
+// familyState holds one family's series by the hash of their projected
+// tuple, encoded as the bundles' keys are: hashing one short string costs a
+// fraction of hashing the 19-string tupleKey (most of a new tuple's cost
+// when it was the key), and a hash key needs no string allocated per series.
+// Series whose tuples share a hash are chained (seriesMeta.next).
 type familyState struct {
-	series  map[tupleKey]*series
+	series  map[uint64]*series
 	touched []*series
 }
 
@@ -200,6 +221,7 @@ type aggregator struct {
 	window   int64
 	keyBuf   []byte
 	gwBuf    []byte
+	famBuf   []byte
 	fams     []familyState
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
@@ -234,7 +256,7 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 		held: make(map[string]int64), gateways: make(map[string]int64)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range a.fams {
-		a.fams[i].series = make(map[tupleKey]*series)
+		a.fams[i].series = make(map[uint64]*series)
 	}
 	return a
 }
@@ -342,15 +364,27 @@ func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
 	return b
 }
 
+// seriesOf returns the series of family fam for the projected tuple pk,
+// creating it. A new series keeps pk itself: the caller passes a tuple whose
+// strings it may keep (cloned, or a clone's projection).
 func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
 	fs := &a.fams[fam]
-	s := fs.series[pk]
-	if s == nil {
-		s = newSeries(&a.prof.families[fam], pk)
-		fs.series[pk] = s
+	a.famBuf = encodeKey(a.famBuf[:0], &pk)
+	h := maphash.Bytes(seriesSeed, a.famBuf)
+	head := fs.series[h]
+	for s := head; s != nil; s = s.meta.next {
+		if s.meta.key == pk {
+			return s
+		}
 	}
+	s := newSeries(&a.prof.families[fam], pk)
+	s.meta.next = head
+	fs.series[h] = s
 	return s
 }
+
+// seriesSeed seeds the family maps' hashes.
+var seriesSeed = maphash.MakeSeed()
 
 // strings lists the tuple's string fields, the ones cloneKey copies and
 // encodeKey writes: one list, so a new field cannot be missed by either.
@@ -360,9 +394,28 @@ func (k *tupleKey) strings() [15 + gateway.MaxSpanDimensions]*string {
 		&k.dims[0], &k.dims[1], &k.dims[2], &k.dims[3]}
 }
 
+// cloneKey copies k's strings into one new string (one allocation per
+// new tuple, not one per field): the tuple's strings borrow a request body.
 func cloneKey(k tupleKey) tupleKey {
-	for _, p := range k.strings() {
-		*p = strings.Clone(*p)
+	fields := k.strings()
+	n := 0
+	for _, p := range fields {
+		n += len(*p)
+	}
+	if n == 0 {
+		return k
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range fields {
+		b.WriteString(*p)
+	}
+	all := b.String()
+	off := 0
+	for _, p := range fields {
+		l := len(*p)
+		*p = all[off : off+l]
+		off += l
 	}
 	return k
 }
@@ -439,18 +492,45 @@ func (a *aggregator) take() ([]point, []uint64) {
 	a.window++
 	evicted := false
 	for i := range a.fams {
-		for k, s := range a.fams[i].series {
-			if !s.seen {
-				delete(a.fams[i].series, k)
-				evicted = true
+		fs := &a.fams[i]
+		for h, head := range fs.series {
+			kept, removed := unchainUnseen(head)
+			switch {
+			case kept == nil:
+				delete(fs.series, h)
+			case kept != head:
+				fs.series[h] = kept
 			}
-			s.seen = false
+			evicted = evicted || removed
 		}
 	}
 	if evicted {
 		clear(a.bundles)
 	}
 	return a.snap, a.bucketBuf
+}
+
+// unchainUnseen drops the series no bundle used this window from a hash
+// chain, clears seen on the others, and returns the chain's new head.
+func unchainUnseen(head *series) (kept *series, removed bool) {
+	var last *series
+	for s := head; s != nil; s = s.meta.next {
+		if !s.seen {
+			removed = true
+			continue
+		}
+		s.seen = false
+		if last == nil {
+			kept = s
+		} else {
+			last.meta.next = s
+		}
+		last = s
+	}
+	if last != nil {
+		last.meta.next = nil
+	}
+	return kept, removed
 }
 
 // expireHeldLocked lets go of tuples and gateways unused for
