@@ -357,8 +357,19 @@ func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
 	} else {
 		b.series = make([]*series, n)
 	}
+	// Families mostly share a projection (the otel profile's six request
+	// families all drop the LLM fields): its encoding and hash are worked
+	// out once per distinct projection, not once per family.
+	var prev tupleKey
+	var h uint64
 	for i := range a.prof.families {
-		b.series[i] = a.seriesOf(i, a.prof.families[i].project(k))
+		pk := a.prof.families[i].project(k)
+		if i == 0 || pk != prev {
+			a.famBuf = encodeKey(a.famBuf[:0], &pk)
+			h = maphash.Bytes(seriesSeed, a.famBuf)
+			prev = pk
+		}
+		b.series[i] = a.seriesAt(i, h, pk)
 	}
 	a.bundles[encoded] = b
 	return b
@@ -368,9 +379,13 @@ func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
 // creating it. A new series keeps pk itself: the caller passes a tuple whose
 // strings it may keep (cloned, or a clone's projection).
 func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
-	fs := &a.fams[fam]
 	a.famBuf = encodeKey(a.famBuf[:0], &pk)
-	h := maphash.Bytes(seriesSeed, a.famBuf)
+	return a.seriesAt(fam, maphash.Bytes(seriesSeed, a.famBuf), pk)
+}
+
+// seriesAt is seriesOf for a tuple whose hash h is known.
+func (a *aggregator) seriesAt(fam int, h uint64, pk tupleKey) *series {
+	fs := &a.fams[fam]
 	head := fs.series[h]
 	for s := head; s != nil; s = s.meta.next {
 		if s.meta.key == pk {
