@@ -8,22 +8,27 @@
 // makes other exporters slow). Removal keeps the order of what remains.
 //
 // Removal costs one page, whatever the family's size: a series knows its
-// page and its index entries (each with its hash), so removing it unlinks
-// those entries and deletes it from its page (a copy of at most PageSize
-// pointers); a page left empty leaves the page list. Nothing is rebuilt.
+// page and its index entries (each with its hash), so removing it replaces
+// those entries' index slots with tombstones and deletes it from its page (a
+// copy of at most PageSize pointers); a page left empty leaves the page
+// list. Nothing is rebuilt.
 //
 // Locking, from outside in:
 //   - Table.mu (RWMutex) guards the family list and the names families claim;
 //     a scrape holds it only to copy the list.
-//   - Family.mu guards the page list, the indexes and inserts; writers hold it
-//     for one lookup (or insert), a scrape only to copy the page list,
-//     removal for one series (Remove) or one page's stale series (Expire,
-//     which finds them under the page lock alone).
+//   - Family.mu serialises the family's writers: inserts, Remove (for one
+//     series), Expire (for one page's stale series, which it finds under
+//     the page lock alone), and the page list and indexes they change; a
+//     scrape holds it only to copy the page list.
+//   - An update of an existing series takes no family lock: the key index
+//     (index) is read lock-free, so Remove, Expire and inserts never stall
+//     it (issue 11). A series leaving its family is flagged gone first; a
+//     lookup that finds a gone series retries under Family.mu.
 //   - page.mu guards one page's series slice and the distributions
 //     (histogram and summary values) of its series; a scrape holds it while
 //     it renders that page into its own buffer, never while it writes to the
 //     connection. An update of a distribution or an insert waits for at most
-//     one page's render; a lookup waits for at most one page's removals.
+//     one page's render, or one page's removals.
 //
 // Scalar values are atomics: updating a gauge or counter never waits.
 //
@@ -219,12 +224,15 @@ type Series struct {
 	ex      *exemplars
 	page    *page
 	updated atomic.Int64
-	first   entry // the index entry of the series' first key; first.s is nil once removed
+	// gone is set when the series leaves its family (Remove, Expire): a
+	// lookup that found it in the index without the family lock checks it
+	// after stamping updated (see Family.Series).
+	gone  atomic.Bool
+	first entry // the index entry of the series' first key
 }
 
-// removed reports whether the series left its family; the caller holds the
-// family's lock.
-func (s *Series) removed() bool { return s.first.s == nil }
+// removed reports whether the series left its family.
+func (s *Series) removed() bool { return s.gone.Load() }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
@@ -432,10 +440,18 @@ type Family struct {
 	// OpenMetrics scrapes leave its _created lines out.
 	noCreated atomic.Bool
 
+	// mu serialises the family's writers: inserts, removals, expiry, and
+	// the changes they make to the page list and the indexes. An update of
+	// an existing series does not take it (index.find is lock-free).
 	mu    sync.Mutex
 	pages []*page
-	// index finds a series by key hash; collisions (rare) chain in entry.next.
-	index map[uint64]*entry
+	// index finds a series by key hash, without mu (see index).
+	index index
+	// locked counts the calls of Series that took mu: those that inserted,
+	// or found their series only under the lock. A test hook for issue 11's
+	// contract (an update of an existing series never waits for mu), and a
+	// cheap figure to log.
+	locked atomic.Int64
 	// byLabels finds a series by the hash of its rendered labels, so two keys
 	// that render alike share one series; the rare series whose labels
 	// collide with another's under that hash go to labelCollisions.
@@ -462,13 +478,13 @@ type familyNames struct {
 	quoted  bool
 }
 
-// entry is one key of a series in Family.index: a chain per key hash.
+// entry is one key of a series in Family.index. Immutable once filed: the
+// index's readers hold no lock.
 type entry struct {
 	ctx   *Context
 	attrs packedAttrs
 	s     *Series
-	next  *entry
-	hash  uint64 // the key hash it is filed under, to unlink it
+	hash  uint64 // the key hash it is filed under
 }
 
 func (e *entry) matches(sc *schemas, key *Key) bool {
@@ -494,7 +510,6 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 	f := &Family{
 		table: t, name: name, help: help, typ: typ,
 		legacy:   exposition.IsLegacyName(name),
-		index:    make(map[uint64]*entry),
 		byLabels: make(map[uint64]*Series),
 	}
 	created := f.createdName()
@@ -577,9 +592,18 @@ type LabelSource interface {
 }
 
 // Series returns the series with this hash and key, creating it when it does
-// not exist: labels is asked only then. It stamps
-// the series as updated at now before releasing the family lock, so a
-// concurrent expiry can never remove a series that is being written.
+// not exist: labels is asked only then. It stamps the series as updated at
+// now before returning it, in a way that a concurrent expiry sees (below),
+// so expiry never removes a series that is being written.
+//
+// Concurrency: safe for concurrent use. An existing series is found without
+// the family lock (index.find) and stamped; then its gone flag is read. The
+// stamp (a store) comes before that read, and Expire sets gone before it
+// reads the stamp again, so at least one of the two sees the other: either
+// this call sees gone and retries under the lock, or expiry sees the fresh
+// stamp and keeps the series. Only a miss, or a series found gone, takes
+// the family lock (Family.locked counts those), where the lookup is
+// repeated before anything is inserted.
 //
 // Return values:
 //   - the existing series whose key equals key (a hash hit is confirmed by
@@ -589,14 +613,29 @@ type LabelSource interface {
 //     series that translate to one Prometheus series share it (last write
 //     wins), so the exposition never holds a duplicate;
 //   - nil and ErrLimit when the table is full.
+//
+// A series returned may be removed by a concurrent Remove before the caller
+// writes it: that write is lost, as if it came before the removal.
 func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(&f.schemas, key) {
-			e.s.updated.Store(now)
+	if e := f.index.find(&f.schemas, hash, key); e != nil {
+		e.s.updated.Store(now)
+		if !e.s.gone.Load() {
 			return e.s, nil
 		}
+	}
+	return f.seriesLocked(hash, key, now, labels)
+}
+
+// seriesLocked is Series' slow path: the lookup again, under the family
+// lock, then the insert.
+func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.locked.Add(1)
+	// Under mu, gone is stable and a gone series is out of the index.
+	if e := f.index.find(&f.schemas, hash, key); e != nil {
+		e.s.updated.Store(now)
+		return e.s, nil
 	}
 	list := labels.Labels()
 	// Render into the family's scratch and keep exact-size copies: a series
@@ -659,6 +698,7 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	}
 	e := &s.first // most series have one key: its entry lives in the series
 	if e.s != nil {
+		// A second key of s: its own entry, kept in aliases for removal.
 		e = new(entry)
 		if f.aliases == nil {
 			f.aliases = make(map[*Series][]*entry)
@@ -669,8 +709,8 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	var schema int
 	schema, f.scratch = f.schemas.of(key.Attrs, f.scratch)
 	attrs, f.scratch = pack(f.scratch, schema, key.Attrs)
-	*e = entry{ctx: key.Context, attrs: attrs, s: s, next: f.index[hash], hash: hash}
-	f.index[hash] = e
+	*e = entry{ctx: key.Context, attrs: attrs, s: s, hash: hash}
+	f.index.add(e) // publishes e: it does not change after this
 	s.updated.Store(now)
 	return s, nil
 }
@@ -767,31 +807,38 @@ func newPage(size int) *page {
 
 // Remove deletes the series with this key, as a point flagged "no recorded
 // value" asks, with every key that shares it. It reports whether a series was
-// removed. It holds the family lock for one series, whatever the family's
-// size: a lookup of the family waits for that, an update of a gauge or
-// counter for nothing.
+// removed.
+//
+// Cost and locking: O(1) whatever the family's size (one index probe per key
+// of the series, one page's copy of at most PageSize pointers, a scan of the
+// page list only when the page empties). It holds the family lock, which
+// inserts and other removals take, but which an update of an existing
+// series never takes: that finds its series in the lock-free index, in
+// which Remove replaces only the removed series' slots. A gauge or counter
+// update waits for nothing; a distribution update waits only when it is on
+// the same page, for that page's copy.
 func (f *Family) Remove(hash uint64, key *Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(&f.schemas, key) {
-			s := e.s
-			p := s.page
-			p.mu.Lock()
-			if i := slices.Index(p.series, s); i >= 0 {
-				p.remove(i)
-			}
-			f.unindexLocked(s)
-			empty := len(p.series) == 0
-			p.mu.Unlock()
-			if empty {
-				f.dropPageLocked(p)
-			}
-			f.table.count.Add(-1)
-			return true
-		}
+	e := f.index.find(&f.schemas, hash, key)
+	if e == nil {
+		return false
 	}
-	return false
+	s := e.s
+	s.gone.Store(true) // before unindexing: a lock-free lookup that still finds s retries under mu
+	p := s.page
+	p.mu.Lock()
+	if i := slices.Index(p.series, s); i >= 0 {
+		p.remove(i)
+	}
+	f.unindexLocked(s)
+	empty := len(p.series) == 0
+	p.mu.Unlock()
+	if empty {
+		f.dropPageLocked(p)
+	}
+	f.table.count.Add(-1)
+	return true
 }
 
 // Expire removes every series not updated since cutoff (unix nanos) and
@@ -799,10 +846,12 @@ func (f *Family) Remove(hash uint64, key *Key) bool {
 //
 // It never holds a family lock for more than one page: it looks for stale
 // series under each page's lock alone, as a scrape does, and takes the
-// family lock only for a page that has some, to remove them. A series is
-// stale only if it still is under the family lock: Series stamps a series
-// it returns before releasing that lock, so a series being written is never
-// removed.
+// family lock (which updates of existing series do not take) only for a
+// page that has some, to remove them. A series found stale is marked gone,
+// then its stamp is read again: Series stamps before it reads gone, so
+// either that lookup sees gone (and retries under the family lock, which
+// waits for this page) or this second read sees the fresh stamp, and the
+// series is kept (gone cleared). A series being written is never removed.
 func (t *Table) Expire(cutoff int64) int {
 	t.mu.RLock()
 	families := slices.Clone(t.families)
@@ -828,8 +877,12 @@ func (t *Table) Expire(cutoff int64) int {
 			kept := 0
 			for i, s := range p.series {
 				if stale(s) {
-					gone = append(gone, s)
-					continue
+					s.gone.Store(true)
+					if stale(s) { // still: no lookup stamped it before seeing gone
+						gone = append(gone, s)
+						continue
+					}
+					s.gone.Store(false)
 				}
 				p.series[kept], p.hashes[kept] = s, p.hashes[i]
 				kept++
@@ -854,15 +907,16 @@ func (t *Table) Expire(cutoff int64) int {
 	return removed
 }
 
-// unindexLocked takes s, already out of its page, out of the family's
-// indexes; the caller holds f.mu and s.page.mu (which guards s.extra). It
-// costs the length of the hash chains s
-// is in (one entry, barring collisions), never a walk of the family.
+// unindexLocked takes s, already out of its page and marked gone, out of
+// the family's indexes; the caller holds f.mu and s.page.mu (which guards
+// s.extra). It costs one index probe per key of s (one, barring aliases)
+// and its label hash's collision list (empty, barring collisions), never a
+// walk of the family.
 func (f *Family) unindexLocked(s *Series) {
-	f.unlinkLocked(&s.first)
+	f.index.remove(&s.first)
 	if len(f.aliases) > 0 {
 		for _, e := range f.aliases[s] {
-			f.unlinkLocked(e)
+			f.index.remove(e)
 		}
 		delete(f.aliases, s)
 	}
@@ -883,28 +937,7 @@ func (f *Family) unindexLocked(s *Series) {
 	} else {
 		f.labelCollisions[lh] = list
 	}
-	s.first.s = nil // removed
 	f.live--
-}
-
-// unlinkLocked takes e out of its hash chain in f.index.
-func (f *Family) unlinkLocked(e *entry) {
-	for p := f.index[e.hash]; p != nil; p = p.next {
-		switch {
-		case p == e && p == f.index[e.hash]:
-			if e.next == nil {
-				delete(f.index, e.hash)
-			} else {
-				f.index[e.hash] = e.next
-			}
-		case p.next == e:
-			p.next = e.next
-		default:
-			continue
-		}
-		e.next = nil
-		return
-	}
 }
 
 // dropPageLocked takes an empty page out of the page list (a scan of the
