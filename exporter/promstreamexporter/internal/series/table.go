@@ -3,9 +3,16 @@
 // its label pairs rendered once, at insert.
 //
 // Layout and ordering: families are written in the order they were first
-// seen; a family's series in page order, and inside a page in insertion order
-// (the text formats do not require sorting, and sorting per scrape is what
-// makes other exporters slow). Removal keeps the order of what remains.
+// seen. A family's first series fill its head, headPages pages (1,024
+// gauges or counters, 128 histograms or summaries) written in insertion
+// order; once the head is full, new series go to one of NumBuckets shard
+// buckets by their shard hash, written after the head, bucket by bucket,
+// each in insertion order (bucket.go says why). So a family that never
+// outgrew its head is written exactly in insertion order, as the golden
+// expositions and the gateways' parity tests expect; every family is
+// written in the same order from scrape to scrape. The text formats do not
+// require sorting, and sorting per scrape is what makes other exporters
+// slow. Removal keeps the order of what remains.
 //
 // Removal costs one page, whatever the family's size: a series knows its
 // page and its index entries (each with its hash), so removing it replaces
@@ -52,40 +59,17 @@
 //
 // Shards: the shard hash is computed once, when a series is created, and
 // kept in its page beside the series pointer (page.hashes, a column parallel
-// to page.series). A whole scrape is unchanged: pages in order, series in
-// insertion order. A shard scrape (?shard=I&shards=N) still visits every
-// page (under its lock, as any scrape), but for each series reads only its
-// 8-byte hash from that contiguous column, and touches the Series (its
-// labels, value, distribution) only when hash % N == I. Any N works, with
-// exactly the assignment of the whole hash (every series is in exactly one
-// shard, for every N).
-//
-// What a shard scrape still pays for is memory locality: a whole scrape
-// reads series in the order they were allocated, which the hardware
-// prefetches, while a shard's series are scattered among the others', a
-// cache and TLB miss apiece. Writer.pageSeries gathers a page's selected
-// series and loads them in one pass before rendering, so the misses
-// overlap. Measured (BenchmarkShardScrape, 200,000 series, CPU time): one of
-// 4 shards costs about 0.45 of a whole scrape in text and 0.5 in protobuf,
-// against 0.26 when the same shard's series happen to be contiguous in
-// memory. Closing that gap needs a shard's series, labels and values
-// allocated together (per-shard-bucket slabs and label arenas), which the
-// GC-owned Series this table hands out (callers keep a *Series past the
-// family lock) do not allow without reuse hazards: left for later.
-//
-// Why a column rather than pages per shard: the alternatives were
-// sub-families by hash mod a fixed B (64 or 128), so that a shard of any N
-// dividing B reads whole buckets, or per-family index lists for a fixed set
-// of small N. Both break the whole scrape's insertion order, which the
-// golden expositions and the line-for-line parity with Kong's and APISIX's
-// own plugins rely on (a whole scrape would have to merge B buckets back
-// into insertion order, or write a bucket after another); sub-families
-// multiply the pages of every small family by up to B (most families are
-// small: B nearly empty pages each, B locks per scrape); index lists cost a
-// pointer per series per supported N and upkeep on every removal; and both
-// restrict N to a chosen set. The column costs 8 bytes per series, keeps
-// one layout for every scrape, and its removal is the page's own (one
-// slices.Delete beside the series').
+// to page.series), and it picks the series' bucket once the head is full. A
+// shard scrape (?shard=I&shards=N) writes exactly the series whose
+// hash % N == I, for every N. When N divides NumBuckets (powers of two up
+// to 64) it reads the head through the hash column and only its own
+// buckets, whose series, labels and distributions were allocated together
+// (bucket.go), so it costs about its share of a whole scrape (0.25 to 0.3
+// for one of 4 shards; BenchmarkShardScrape). For any other N it visits
+// every page, reading each series' 8-byte hash from the column and touching
+// the Series only when it is in the shard (Writer.pageSeries): exact, but
+// about 0.45 of a whole scrape for N = 4, the cost of a shard's series
+// scattered among the others'.
 
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
@@ -222,7 +206,7 @@ type Series struct {
 	// ex holds the series' latest exemplars (exemplar.go); nil until its
 	// first. Guarded by page.mu.
 	ex      *exemplars
-	page    *page
+	page    *page // in the head or its bucket (bucket.go)
 	updated atomic.Int64
 	// gone is set when the series leaves its family (Remove, Expire): a
 	// lookup that found it in the index without the family lock checks it
@@ -445,6 +429,9 @@ type Family struct {
 	// an existing series does not take it (index.find is lock-free).
 	mu    sync.Mutex
 	pages []*page
+	// buckets hold the series beyond the head (pages, the first headPages
+	// pages), by shard hash (bucket.go); nil until the head is full.
+	buckets *[NumBuckets]*bucket
 	// index finds a series by key hash, without mu (see index).
 	index index
 	// locked counts the calls of Series that took mu: those that inserted,
@@ -497,6 +484,9 @@ type page struct {
 	// hashes[i] is the shard hash of series[i] (see the package doc): the
 	// column a shard scrape scans, so it touches only its own series.
 	hashes []uint64
+	// bucket is the bucket whose page list holds the page, or headBucket
+	// (bucket.go); fixed at creation.
+	bucket int
 }
 
 // remove deletes the series at i, keeping the order of the others; the
@@ -670,9 +660,18 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 		if max := f.table.max; max > 0 && f.table.count.Load() >= max {
 			return nil, ErrLimit
 		}
-		s = &Series{labels: string(rendered)}
+		shard := xxhash.Sum64(rendered)
+		if sorted != nil {
+			// The shard hash is over the canonical (sorted) rendering, so
+			// it does not depend on the order attributes arrived in.
+			shard = xxhash.Sum64(appendPairs(nil, sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels))
+		}
+		s = f.newSeries(rendered, shard)
 		if utf8 != nil || canonical != nil {
-			s.extra = &seriesExtra{canonical: string(canonical)}
+			if s.extra == nil {
+				s.extra = new(seriesExtra)
+			}
+			s.extra.canonical = string(canonical)
 			if utf8 != nil {
 				s.extra.utf8, s.extra.list = string(utf8), slices.Clone(list)
 			}
@@ -684,13 +683,6 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 				f.labelCollisions = make(map[uint64][]*Series)
 			}
 			f.labelCollisions[lh] = append(f.labelCollisions[lh], s)
-		}
-		shard := xxhash.Sum64(rendered)
-		if sorted != nil {
-			// The shard hash is over the canonical (sorted) rendering, so
-			// it does not depend on the order attributes arrived in.
-			f.scratch = appendPairs(f.scratch[:0], sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels)
-			shard = xxhash.Sum64(f.scratch)
 		}
 		f.insertLocked(s, shard)
 		f.live++
@@ -773,36 +765,56 @@ func allLegacy(list []exposition.Label) bool {
 	return true
 }
 
-// insertLocked appends s, whose shard hash is shard, to the last page, or to
-// a new one when it is full.
-func (f *Family) insertLocked(s *Series, shard uint64) {
-	var p *page
-	if n := len(f.pages); n > 0 {
-		p = f.pages[n-1]
-	}
-	size := PageSize
+// pageSize is the number of series a page of the family holds.
+func (f *Family) pageSize() int {
 	if f.typ == exposition.TypeHistogram || f.typ == exposition.TypeSummary {
-		size = distPageSize
+		return distPageSize
 	}
-	if p == nil {
-		p = newPage(size)
-		f.pages = append(f.pages, p)
+	return PageSize
+}
+
+// newSeries allocates a series with a copy of rendered as its labels: from
+// its bucket's chunks once the head is full (bucket.go), on its own
+// before. The caller holds f.mu and inserts it (insertLocked) next.
+func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
+	if size := f.pageSize(); f.headFull(size) {
+		return f.bucket(shard).newSeries(rendered, size == distPageSize)
+	}
+	return &Series{labels: string(rendered)}
+}
+
+// insertLocked appends s, whose shard hash is shard, to the last page of
+// the head, or of its bucket once the head is full (as it was when s was
+// allocated), starting a new page when that one is full.
+func (f *Family) insertLocked(s *Series, shard uint64) {
+	size := f.pageSize()
+	list, where := &f.pages, headBucket
+	if f.headFull(size) {
+		list, where = &f.bucket(shard).pages, int(shard&(NumBuckets-1))
+	}
+	var p *page
+	if n := len(*list); n > 0 && len((*list)[n-1].series) < size {
+		p = (*list)[n-1]
+	} else {
+		p = newPage(size, where)
+		*list = append(*list, p)
 	}
 	p.mu.Lock()
-	if len(p.series) == size {
-		p.mu.Unlock()
-		p = newPage(size)
-		f.pages = append(f.pages, p)
-		p.mu.Lock()
-	}
 	s.page = p
 	p.series = append(p.series, s)
 	p.hashes = append(p.hashes, shard)
 	p.mu.Unlock()
 }
 
-func newPage(size int) *page {
-	return &page{series: make([]*Series, 0, size), hashes: make([]uint64, 0, size)}
+// newPage returns an empty page of the head (bucket headBucket) or of a
+// bucket. A head page is allocated at its full size; a bucket page grows
+// as series come, so that the 64 buckets of a family just past its head
+// cost a few pointers each.
+func newPage(size, bucket int) *page {
+	if bucket != headBucket {
+		size = min(size, 8)
+	}
+	return &page{series: make([]*Series, 0, size), hashes: make([]uint64, 0, size), bucket: bucket}
 }
 
 // Remove deletes the series with this key, as a point flagged "no recorded
@@ -862,7 +874,7 @@ func (t *Table) Expire(cutoff int64) int {
 	removed := 0
 	for _, f := range families {
 		f.mu.Lock()
-		pages = append(pages[:0], f.pages...)
+		pages = f.appendPages(pages[:0], &Query{})
 		f.mu.Unlock()
 		for _, p := range pages {
 			p.mu.Lock()
@@ -940,11 +952,12 @@ func (f *Family) unindexLocked(s *Series) {
 	f.live--
 }
 
-// dropPageLocked takes an empty page out of the page list (a scan of the
-// page pointers, PageSize times fewer than the series); the caller holds
-// f.mu.
+// dropPageLocked takes an empty page out of its page list, the head's or
+// its bucket's (a scan of the page pointers, PageSize times fewer than the
+// series); the caller holds f.mu.
 func (f *Family) dropPageLocked(p *page) {
-	if i := slices.Index(f.pages, p); i >= 0 {
-		f.pages = slices.Delete(f.pages, i, i+1)
+	list := f.pageList(p)
+	if i := slices.Index(*list, p); i >= 0 {
+		*list = slices.Delete(*list, i, i+1)
 	}
 }
