@@ -1,10 +1,15 @@
 package series
 
 import (
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
 // TestShardScrapeReadsOnlyItsBuckets: for every N dividing NumBuckets, the
@@ -94,5 +99,36 @@ func TestWholeScrapeOrderBeyondTheHead(t *testing.T) {
 			t.Fatalf("line %d (series %d, bucket %d) after series %d of bucket %d", k, i, b, prevI, prevB)
 		}
 		prevI, prevB = i, b
+	}
+}
+
+type fillBounds []float64
+
+func (b fillBounds) Fill(d *Dist) {
+	d.Bounds = b
+	d.Counts = resizeCounts(d.Counts, len(b))
+	d.Count = 1
+}
+
+// TestSharedBoundTexts: series whose bounds equal the family's first ones
+// share its le texts; others (-0 is not 0) keep their own.
+func TestSharedBoundTexts(t *testing.T) {
+	tbl := New(Options{})
+	f, _ := tbl.Family("h", "", exposition.TypeHistogram)
+	for i, b := range []fillBounds{{0, 1}, {0, 1}, {math.Copysign(0, -1), 2}} {
+		k := Key{Context: kong, Attrs: pcommon.NewMap()}
+		k.Attrs.PutInt("i", int64(i))
+		s, _ := f.Series(uint64(i), &k, 1, labelList{{Name: "i", Value: strconv.Itoa(i)}})
+		s.UpdateDist(1, b)
+	}
+	var les []string
+	for line := range strings.SplitSeq(render(t, tbl), "\n") {
+		if strings.HasPrefix(line, "h_bucket") {
+			les = append(les, line[strings.Index(line, "le="):strings.IndexByte(line, '}')])
+		}
+	}
+	want := `le="0.0" le="1.0" le="+Inf" le="0.0" le="1.0" le="+Inf" le="-0.0" le="2.0" le="+Inf"`
+	if got := strings.Join(les, " "); got != want {
+		t.Fatalf("le texts:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -372,10 +373,57 @@ func appendUint(dst []byte, v uint64, ts []byte) []byte {
 }
 
 // boundsFor picks the le/quantile texts: canonical, or the shortest form in
-// the text formats when the table asks for it.
+// the text formats when the table asks for it. A family's series nearly
+// always share their bounds: the texts of the first bounds rendered are
+// kept in the family (f.bounds), so that those series read one copy rather
+// than each its own, scattered in memory; a series with other bounds keeps
+// its own (Dist.boundTexts), as before.
 func boundsFor(d *Dist, f *Family, q *Query) [][]byte {
-	if f.table.opts.ShortestBounds && !q.Format.Spec().Body.CanonicalBounds {
+	short := f.table.opts.ShortestBounds && !q.Format.Spec().Body.CanonicalBounds
+	t := f.bounds.Load()
+	if t == nil && len(d.Bounds) > 0 {
+		t = newBoundTexts(d.Bounds)
+		if !f.bounds.CompareAndSwap(nil, t) {
+			t = f.bounds.Load()
+		}
+	}
+	if t != nil && t.same(d.Bounds) {
+		if short {
+			return t.short
+		}
+		return t.canonical
+	}
+	if short {
 		return d.shortTexts()
 	}
 	return d.boundTexts()
+}
+
+// boundTexts are the texts of one list of bounds. Immutable.
+type boundTexts struct {
+	bounds           []float64
+	canonical, short [][]byte
+}
+
+func newBoundTexts(bounds []float64) *boundTexts {
+	t := &boundTexts{bounds: slices.Clone(bounds)}
+	for _, b := range t.bounds {
+		t.canonical = append(t.canonical, exposition.AppendCanonical(nil, b))
+		t.short = append(t.short, exposition.AppendFloat(nil, b))
+	}
+	return t
+}
+
+// same reports whether bounds are t's, bit for bit (-0 and 0 render
+// differently; NaN bounds are never the same, and keep their own texts).
+func (t *boundTexts) same(bounds []float64) bool {
+	if len(bounds) != len(t.bounds) {
+		return false
+	}
+	for i, b := range bounds {
+		if math.Float64bits(b) != math.Float64bits(t.bounds[i]) || b != b {
+			return false
+		}
+	}
+	return true
 }

@@ -432,6 +432,10 @@ type Family struct {
 	// buckets hold the series beyond the head (pages, the first headPages
 	// pages), by shard hash (bucket.go); nil until the head is full.
 	buckets *[NumBuckets]*bucket
+	// bounds caches the le or quantile texts of the first bounds a scrape
+	// rendered, for every series that has the same (render.go boundsFor).
+	// Immutable once stored.
+	bounds atomic.Pointer[boundTexts]
 	// index finds a series by key hash, without mu (see index).
 	index index
 	// locked counts the calls of Series that took mu: those that inserted,
