@@ -79,15 +79,23 @@ func (x *index) add(e *entry) {
 	slots := *p
 	mask := uint64(len(slots) - 1)
 	for i := home(e.hash, len(slots)); ; i = (i + 1) & mask {
-		// A tombstone is not reused: a find that passed it would still find
-		// the new entry further on, but reuse would make remove's probe
-		// (for pointer identity) no cheaper, and rebuild drops tombstones.
-		if slots[i].Load() == nil {
-			slots[i].Store(e)
-			x.live++
+		// The first free slot, a tombstone's included: e's key is not in
+		// the index (the caller looked it up under Family.mu), so nothing
+		// further on is e's. Reusing tombstones keeps a key that is removed
+		// and set again from landing past an ever longer run of them. A
+		// concurrent find of another key sees a non-empty slot before and
+		// after, so its probe goes on as it would have; a find of e's key
+		// that passed the slot already misses, and retries under the lock.
+		switch slots[i].Load() {
+		case nil:
 			x.used++
-			return
+		case tombstone:
+		default:
+			continue
 		}
+		slots[i].Store(e)
+		x.live++
+		return
 	}
 }
 
