@@ -99,3 +99,20 @@ func TestConcurrentRemoveAndUpdates(t *testing.T) {
 		t.Fatalf("rendered %d series, Len says %d", got, tbl.Len())
 	}
 }
+
+// TestUpdateDoesNotAllocate: finding an existing series (the lock-free
+// path every point of an existing series takes) allocates nothing.
+func TestUpdateDoesNotAllocate(t *testing.T) {
+	_, f, keys := healthFamily(t, 2000)
+	var labels LabelSource = labelList{{Name: "unused", Value: "a hit never asks"}}
+	i := 0
+	locked := f.locked.Load()
+	allocs := testing.AllocsPerRun(1000, func() {
+		i = (i + 7) % len(keys)
+		s, _ := f.Series(uint64(i), &keys[i], 2, labels)
+		s.SetValue(1, 2)
+	})
+	if locked = f.locked.Load() - locked; allocs != 0 || locked != 0 {
+		t.Fatalf("an update allocated %v times per call and took the family lock %d times; want 0, 0", allocs, locked)
+	}
+}
