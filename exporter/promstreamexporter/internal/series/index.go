@@ -23,7 +23,11 @@ import (
 //     replaced array is never written again).
 //   - remove replaces an entry's slot with the tombstone, in O(1) expected
 //     (one probe sequence), and never moves other entries: a concurrent find
-//     of another key sees the same probe sequence before and after.
+//     of another key sees the same probe sequence before and after. add
+//     fills the first empty slot or tombstone of its key's probe sequence,
+//     so a find of another key still sees a non-empty slot there; a find
+//     of the added key that already passed that slot misses, and its
+//     caller retries under Family.mu.
 //   - find may return an entry that a writer is removing at that moment;
 //     the caller checks the series' gone flag after stamping it (see
 //     Family.Series), never trusting the index alone.
