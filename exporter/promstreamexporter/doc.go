@@ -13,6 +13,8 @@
 //     collector, and the same collector after a restart, puts a series in
 //     the same shard whatever label_order says and whatever order its
 //     attributes arrived in, so N scrape jobs split a family without gaps or
-//     overlaps. It is computed once per series and kept beside it
-//     (internal/series), so a shard scrape renders only its own series.
+//     overlaps. It is computed once per series and kept beside it, and
+//     files the series of a large family in one of 64 buckets
+//     (internal/series), so a shard scrape renders only its own series and,
+//     when N divides 64, reads only its own buckets.
 package promstreamexporter // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter"

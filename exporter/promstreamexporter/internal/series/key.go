@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -28,15 +29,30 @@ const (
 	packedOther
 )
 
-// schemas interns the key sequences of one family. Not safe for concurrent
-// use: the family's mutex guards it.
+// schemas interns the key sequences of one family.
+//
+// Concurrency contract: of (which may add a schema) is called under the
+// family's lock; keys (which equal reads, through index.find) may run at
+// any time without it. The list is append-only and published through an
+// atomic pointer: of appends into spare capacity beyond every published
+// length (or into a new array), then publishes the longer slice, so a
+// reader only ever reads schemas published before its load.
 type schemas struct {
-	keys  [][]string     // schema number → keys in order
-	index map[string]int // joined keys → schema number
+	list  atomic.Pointer[[][]string] // schema number → keys in order
+	index map[string]int             // joined keys → schema number (under the family's lock)
+}
+
+// keys returns the published schemas.
+func (sc *schemas) keys() [][]string {
+	if p := sc.list.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // of returns the schema number of attrs' key sequence, adding it if new;
-// scratch is reused to build the lookup key.
+// scratch is reused to build the lookup key. The caller holds the family's
+// lock.
 func (sc *schemas) of(attrs pcommon.Map, scratch []byte) (int, []byte) {
 	b := scratch[:0]
 	for k := range attrs.All() {
@@ -54,8 +70,10 @@ func (sc *schemas) of(attrs pcommon.Map, scratch []byte) (int, []byte) {
 		// Copy: a key may point into the buffer the request was decoded from.
 		keys = append(keys, strings.Clone(k))
 	}
-	n := len(sc.keys)
-	sc.keys = append(sc.keys, keys)
+	list := sc.keys()
+	n := len(list)
+	list = append(list, keys) // never overwrites an element a reader can see
+	sc.list.Store(&list)
 	sc.index[string(b)] = n
 	return n, b
 }
@@ -99,10 +117,11 @@ func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
 // scalar values.
 func (p packedAttrs) equal(sc *schemas, attrs pcommon.Map) bool {
 	n, used := uvarint(string(p))
-	if used <= 0 || int(n) >= len(sc.keys) {
+	list := sc.keys()
+	if used <= 0 || int(n) >= len(list) {
 		return false
 	}
-	keys := sc.keys[n]
+	keys := list[n]
 	if len(keys) != attrs.Len() {
 		return false
 	}

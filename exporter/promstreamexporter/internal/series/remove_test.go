@@ -128,9 +128,17 @@ func (s *stall) ingest(tb testing.TB, f *Family, keys []Key, keep []int, minUpda
 // family (a Kong upstream with its targets deleted) costs the ingestion of
 // the family's other series: the latency of updates made by one goroutine
 // while another removes the 1,000 with one Remove each, or by expiry; 20
-// rounds of each, the series put back between rounds. It logs the figures
-// (run with -v; the benchmark of record for Remove is BenchmarkRemove) and
-// asserts only what removal must leave behind:
+// rounds of each, the series put back between rounds.
+//
+// It asserts issue 11's contract in a form a loaded machine cannot make
+// flaky: no update of an existing series took the family lock
+// (Family.locked) while Remove or Expire ran, so none can have waited for
+// either. That is the cause the timings showed (p99 4.2 times idle, updates
+// over 1 ms, while Remove held the lock the lookups took); timings
+// themselves are only logged (run with -v; the benchmark of record for
+// Remove is BenchmarkRemove), as on a shared machine they measure the
+// scheduler as much as the table. It also asserts what removal must leave
+// behind:
 //
 //	go test -run RemovalStall -v -count 1 ./exporter/promstreamexporter/internal/series
 func TestRemovalStall(t *testing.T) {
@@ -157,7 +165,9 @@ func TestRemovalStall(t *testing.T) {
 
 	// run has one goroutine remove while this one ingests, and returns how
 	// long the removal took.
-	run := func(s *stall, remove func()) time.Duration {
+	// It also returns how many times the updates took the family lock.
+	run := func(s *stall, remove func()) (time.Duration, int64) {
+		locked := f.locked.Load()
 		stop := make(chan struct{})
 		var took time.Duration
 		var wg sync.WaitGroup
@@ -169,21 +179,25 @@ func TestRemovalStall(t *testing.T) {
 		})
 		s.ingest(t, f, keys, keep, 1, stop)
 		wg.Wait()
-		return took
+		return took, f.locked.Load() - locked
 	}
 	during, expiry, other := &stall{}, &stall{}, &stall{}
 	var removeTook, expireTook, otherTook, longestRemove time.Duration
+	var lockedRemove, lockedExpire, lockedOther int64
+	add := func(sum *time.Duration, locked *int64) func(time.Duration, int64) {
+		return func(d time.Duration, n int64) { *sum += d; *locked += n }
+	}
 	for range rounds {
 		// For reference: a second ingest goroutine updating 5,000 other
 		// series of the family, back to back.
-		otherTook += run(other, func() {
+		add(&otherTook, &lockedOther)(run(other, func() {
 			labels := labelList{{Name: "unused", Value: "a hit never asks"}}
 			for _, i := range keep[len(keep)-5000:] {
 				s, _ := f.Series(uint64(i), &keys[i], 2, labels)
 				s.SetValue(1, 2)
 			}
-		})
-		removeTook += run(during, func() {
+		}))
+		add(&removeTook, &lockedRemove)(run(during, func() {
 			for _, i := range gone {
 				start := time.Now()
 				if !f.Remove(uint64(i), &keys[i]) {
@@ -191,7 +205,7 @@ func TestRemovalStall(t *testing.T) {
 				}
 				longestRemove = max(longestRemove, time.Since(start))
 			}
-		})
+		}))
 		if got := tbl.Len(); got != n-k {
 			t.Fatalf("Len = %d after removing %d of %d, want %d", got, k, n, n-k)
 		}
@@ -200,7 +214,7 @@ func TestRemovalStall(t *testing.T) {
 			create(t, f, keys, i, 1)
 		}
 		var expired int
-		expireTook += run(expiry, func() { expired = tbl.Expire(2) })
+		add(&expireTook, &lockedExpire)(run(expiry, func() { expired = tbl.Expire(2) }))
 		if expired != k || tbl.Len() != n-k {
 			t.Fatalf("Expire removed %d (Len %d), want %d (Len %d)", expired, tbl.Len(), k, n-k)
 		}
@@ -219,6 +233,12 @@ func TestRemovalStall(t *testing.T) {
 	t.Logf("during ingest: %v (5,000 updates by another goroutine took %v)", other, otherTook/rounds)
 	t.Logf("p99 during Remove / idle: %.2f; during Expire / idle: %.2f",
 		float64(during.p99())/float64(idle.p99()), float64(expiry.p99())/float64(idle.p99()))
+	t.Logf("family lock taken by updates of existing series: %d during Remove, %d during Expire, %d beside another ingest goroutine",
+		lockedRemove, lockedExpire, lockedOther)
+	if lockedRemove != 0 || lockedExpire != 0 || lockedOther != 0 {
+		t.Errorf("updates of existing series took the family lock %d times during Remove, %d during Expire, %d beside another writer; want 0: they must find their series without it",
+			lockedRemove, lockedExpire, lockedOther)
+	}
 }
 
 // TestRemoveUnlinksEveryKey: removing a series takes every key that shares
@@ -255,7 +275,7 @@ func TestRemoveUnlinksEveryKey(t *testing.T) {
 	if b, _ := f.Series(7, key("route", "/a"), 2, labels); b == a || tbl.Len() != 2 {
 		t.Fatal("setting the removed key again did not create a new series")
 	}
-	if len(f.index) != 1 || len(f.byLabels) != 2 || len(f.aliases) != 0 {
-		t.Fatalf("indexes hold %d hashes, %d label sets, %d aliased series; want 1, 2, 0", len(f.index), len(f.byLabels), len(f.aliases))
+	if f.index.live != 2 || len(f.byLabels) != 2 || len(f.aliases) != 0 {
+		t.Fatalf("indexes hold %d keys, %d label sets, %d aliased series; want 2, 2, 0", f.index.live, len(f.byLabels), len(f.aliases))
 	}
 }

@@ -231,10 +231,12 @@ func TestShardHashIsCanonical(t *testing.T) {
 	}
 }
 
-// TestShardsAfterRemovalAndExpiry: the hash column follows its series
-// through Remove and Expire, so the shards still partition the family and
-// each series stays in the shard of its own hash.
+// TestShardsAfterRemovalAndExpiry: the hash column and the buckets follow
+// their series through Remove and Expire, so the shards still partition the
+// family and each series stays in the shard of its own hash, whether its
+// scrape reads buckets (N dividing NumBuckets) or the hash column.
 func TestShardsAfterRemovalAndExpiry(t *testing.T) {
+	// 2,000 series: the head (1,024) and the rest in buckets.
 	tbl, f, keys := healthFamily(t, 2000)
 	gone := map[int]bool{}
 	for _, i := range removed(2000, 300) {
@@ -253,7 +255,7 @@ func TestShardsAfterRemovalAndExpiry(t *testing.T) {
 	if len(whole) == 0 || int64(len(whole)) != tbl.Len() {
 		t.Fatalf("%d lines for %d series", len(whole), tbl.Len())
 	}
-	for _, n := range []uint64{2, 3, 4, 64} {
+	for _, n := range []uint64{2, 3, 4, 8, 64, 128} {
 		seen := 0
 		for i := range n {
 			for line := range sampleSet(renderQuery(t, tbl, &Query{Shard: i, Shards: n})) {

@@ -3,27 +3,39 @@
 // its label pairs rendered once, at insert.
 //
 // Layout and ordering: families are written in the order they were first
-// seen; a family's series in page order, and inside a page in insertion order
-// (the text formats do not require sorting, and sorting per scrape is what
-// makes other exporters slow). Removal keeps the order of what remains.
+// seen. A family's first series fill its head, headPages pages (1,024
+// gauges or counters, 128 histograms or summaries) written in insertion
+// order; once the head is full, new series go to one of NumBuckets shard
+// buckets by their shard hash, written after the head, bucket by bucket,
+// each in insertion order (bucket.go says why). So a family that never
+// outgrew its head is written exactly in insertion order, as the golden
+// expositions and the gateways' parity tests expect; every family is
+// written in the same order from scrape to scrape. The text formats do not
+// require sorting, and sorting per scrape is what makes other exporters
+// slow. Removal keeps the order of what remains.
 //
 // Removal costs one page, whatever the family's size: a series knows its
-// page and its index entries (each with its hash), so removing it unlinks
-// those entries and deletes it from its page (a copy of at most PageSize
-// pointers); a page left empty leaves the page list. Nothing is rebuilt.
+// page and its index entries (each with its hash), so removing it replaces
+// those entries' index slots with tombstones and deletes it from its page (a
+// copy of at most PageSize pointers); a page left empty leaves the page
+// list. Nothing is rebuilt.
 //
 // Locking, from outside in:
 //   - Table.mu (RWMutex) guards the family list and the names families claim;
 //     a scrape holds it only to copy the list.
-//   - Family.mu guards the page list, the indexes and inserts; writers hold it
-//     for one lookup (or insert), a scrape only to copy the page list,
-//     removal for one series (Remove) or one page's stale series (Expire,
-//     which finds them under the page lock alone).
+//   - Family.mu serialises the family's writers: inserts, Remove (for one
+//     series), Expire (for one page's stale series, which it finds under
+//     the page lock alone), and the page list and indexes they change; a
+//     scrape holds it only to copy the page list.
+//   - An update of an existing series takes no family lock: the key index
+//     (index) is read lock-free, so Remove, Expire and inserts never stall
+//     it (issue 11). A series leaving its family is flagged gone first; a
+//     lookup that finds a gone series retries under Family.mu.
 //   - page.mu guards one page's series slice and the distributions
 //     (histogram and summary values) of its series; a scrape holds it while
 //     it renders that page into its own buffer, never while it writes to the
 //     connection. An update of a distribution or an insert waits for at most
-//     one page's render; a lookup waits for at most one page's removals.
+//     one page's render, or one page's removals.
 //
 // Scalar values are atomics: updating a gauge or counter never waits.
 //
@@ -47,40 +59,17 @@
 //
 // Shards: the shard hash is computed once, when a series is created, and
 // kept in its page beside the series pointer (page.hashes, a column parallel
-// to page.series). A whole scrape is unchanged: pages in order, series in
-// insertion order. A shard scrape (?shard=I&shards=N) still visits every
-// page (under its lock, as any scrape), but for each series reads only its
-// 8-byte hash from that contiguous column, and touches the Series (its
-// labels, value, distribution) only when hash % N == I. Any N works, with
-// exactly the assignment of the whole hash (every series is in exactly one
-// shard, for every N).
-//
-// What a shard scrape still pays for is memory locality: a whole scrape
-// reads series in the order they were allocated, which the hardware
-// prefetches, while a shard's series are scattered among the others', a
-// cache and TLB miss apiece. Writer.pageSeries gathers a page's selected
-// series and loads them in one pass before rendering, so the misses
-// overlap. Measured (BenchmarkShardScrape, 200,000 series, CPU time): one of
-// 4 shards costs about 0.45 of a whole scrape in text and 0.5 in protobuf,
-// against 0.26 when the same shard's series happen to be contiguous in
-// memory. Closing that gap needs a shard's series, labels and values
-// allocated together (per-shard-bucket slabs and label arenas), which the
-// GC-owned Series this table hands out (callers keep a *Series past the
-// family lock) do not allow without reuse hazards: left for later.
-//
-// Why a column rather than pages per shard: the alternatives were
-// sub-families by hash mod a fixed B (64 or 128), so that a shard of any N
-// dividing B reads whole buckets, or per-family index lists for a fixed set
-// of small N. Both break the whole scrape's insertion order, which the
-// golden expositions and the line-for-line parity with Kong's and APISIX's
-// own plugins rely on (a whole scrape would have to merge B buckets back
-// into insertion order, or write a bucket after another); sub-families
-// multiply the pages of every small family by up to B (most families are
-// small: B nearly empty pages each, B locks per scrape); index lists cost a
-// pointer per series per supported N and upkeep on every removal; and both
-// restrict N to a chosen set. The column costs 8 bytes per series, keeps
-// one layout for every scrape, and its removal is the page's own (one
-// slices.Delete beside the series').
+// to page.series), and it picks the series' bucket once the head is full. A
+// shard scrape (?shard=I&shards=N) writes exactly the series whose
+// hash % N == I, for every N. When N divides NumBuckets (powers of two up
+// to 64) it reads the head through the hash column and only its own
+// buckets, whose series, labels and distributions were allocated together
+// (bucket.go), so it costs about its share of a whole scrape (0.25 to 0.3
+// for one of 4 shards; BenchmarkShardScrape). For any other N it visits
+// every page, reading each series' 8-byte hash from the column and touching
+// the Series only when it is in the shard (Writer.pageSeries): exact, but
+// about 0.45 of a whole scrape for N = 4, the cost of a shard's series
+// scattered among the others'.
 
 package series // import "github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 
@@ -217,14 +206,17 @@ type Series struct {
 	// ex holds the series' latest exemplars (exemplar.go); nil until its
 	// first. Guarded by page.mu.
 	ex      *exemplars
-	page    *page
+	page    *page // in the head or its bucket (bucket.go)
 	updated atomic.Int64
-	first   entry // the index entry of the series' first key; first.s is nil once removed
+	// gone is set when the series leaves its family (Remove, Expire): a
+	// lookup that found it in the index without the family lock checks it
+	// after stamping updated (see Family.Series).
+	gone  atomic.Bool
+	first entry // the index entry of the series' first key
 }
 
-// removed reports whether the series left its family; the caller holds the
-// family's lock.
-func (s *Series) removed() bool { return s.first.s == nil }
+// removed reports whether the series left its family.
+func (s *Series) removed() bool { return s.gone.Load() }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
@@ -432,10 +424,25 @@ type Family struct {
 	// OpenMetrics scrapes leave its _created lines out.
 	noCreated atomic.Bool
 
+	// mu serialises the family's writers: inserts, removals, expiry, and
+	// the changes they make to the page list and the indexes. An update of
+	// an existing series does not take it (index.find is lock-free).
 	mu    sync.Mutex
 	pages []*page
-	// index finds a series by key hash; collisions (rare) chain in entry.next.
-	index map[uint64]*entry
+	// buckets hold the series beyond the head (pages, the first headPages
+	// pages), by shard hash (bucket.go); nil until the head is full.
+	buckets *[NumBuckets]*bucket
+	// bounds caches the le or quantile texts of the first bounds a scrape
+	// rendered, for every series that has the same (render.go boundsFor).
+	// Immutable once stored.
+	bounds atomic.Pointer[boundTexts]
+	// index finds a series by key hash, without mu (see index).
+	index index
+	// locked counts the calls of Series that took mu: those that inserted,
+	// or found their series only under the lock. A test hook for issue 11's
+	// contract (an update of an existing series never waits for mu), and a
+	// cheap figure to log.
+	locked atomic.Int64
 	// byLabels finds a series by the hash of its rendered labels, so two keys
 	// that render alike share one series; the rare series whose labels
 	// collide with another's under that hash go to labelCollisions.
@@ -462,13 +469,13 @@ type familyNames struct {
 	quoted  bool
 }
 
-// entry is one key of a series in Family.index: a chain per key hash.
+// entry is one key of a series in Family.index. Immutable once filed: the
+// index's readers hold no lock.
 type entry struct {
 	ctx   *Context
 	attrs packedAttrs
 	s     *Series
-	next  *entry
-	hash  uint64 // the key hash it is filed under, to unlink it
+	hash  uint64 // the key hash it is filed under
 }
 
 func (e *entry) matches(sc *schemas, key *Key) bool {
@@ -481,6 +488,9 @@ type page struct {
 	// hashes[i] is the shard hash of series[i] (see the package doc): the
 	// column a shard scrape scans, so it touches only its own series.
 	hashes []uint64
+	// bucket is the bucket whose page list holds the page, or headBucket
+	// (bucket.go); fixed at creation.
+	bucket int
 }
 
 // remove deletes the series at i, keeping the order of the others; the
@@ -494,7 +504,6 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 	f := &Family{
 		table: t, name: name, help: help, typ: typ,
 		legacy:   exposition.IsLegacyName(name),
-		index:    make(map[uint64]*entry),
 		byLabels: make(map[uint64]*Series),
 	}
 	created := f.createdName()
@@ -577,9 +586,18 @@ type LabelSource interface {
 }
 
 // Series returns the series with this hash and key, creating it when it does
-// not exist: labels is asked only then. It stamps
-// the series as updated at now before releasing the family lock, so a
-// concurrent expiry can never remove a series that is being written.
+// not exist: labels is asked only then. It stamps the series as updated at
+// now before returning it, in a way that a concurrent expiry sees (below),
+// so expiry never removes a series that is being written.
+//
+// Concurrency: safe for concurrent use. An existing series is found without
+// the family lock (index.find) and stamped; then its gone flag is read. The
+// stamp (a store) comes before that read, and Expire sets gone before it
+// reads the stamp again, so at least one of the two sees the other: either
+// this call sees gone and retries under the lock, or expiry sees the fresh
+// stamp and keeps the series. Only a miss, or a series found gone, takes
+// the family lock (Family.locked counts those), where the lookup is
+// repeated before anything is inserted.
 //
 // Return values:
 //   - the existing series whose key equals key (a hash hit is confirmed by
@@ -589,14 +607,29 @@ type LabelSource interface {
 //     series that translate to one Prometheus series share it (last write
 //     wins), so the exposition never holds a duplicate;
 //   - nil and ErrLimit when the table is full.
+//
+// A series returned may be removed by a concurrent Remove before the caller
+// writes it: that write is lost, as if it came before the removal.
 func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(&f.schemas, key) {
-			e.s.updated.Store(now)
+	if e := f.index.find(&f.schemas, hash, key); e != nil {
+		e.s.updated.Store(now)
+		if !e.s.gone.Load() {
 			return e.s, nil
 		}
+	}
+	return f.seriesLocked(hash, key, now, labels)
+}
+
+// seriesLocked is Series' slow path: the lookup again, under the family
+// lock, then the insert.
+func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSource) (*Series, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.locked.Add(1)
+	// Under mu, gone is stable and a gone series is out of the index.
+	if e := f.index.find(&f.schemas, hash, key); e != nil {
+		e.s.updated.Store(now)
+		return e.s, nil
 	}
 	list := labels.Labels()
 	// Render into the family's scratch and keep exact-size copies: a series
@@ -631,9 +664,18 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 		if max := f.table.max; max > 0 && f.table.count.Load() >= max {
 			return nil, ErrLimit
 		}
-		s = &Series{labels: string(rendered)}
+		shard := xxhash.Sum64(rendered)
+		if sorted != nil {
+			// The shard hash is over the canonical (sorted) rendering, so
+			// it does not depend on the order attributes arrived in.
+			shard = xxhash.Sum64(appendPairs(nil, sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels))
+		}
+		s = f.newSeries(rendered, shard)
 		if utf8 != nil || canonical != nil {
-			s.extra = &seriesExtra{canonical: string(canonical)}
+			if s.extra == nil {
+				s.extra = new(seriesExtra)
+			}
+			s.extra.canonical = string(canonical)
 			if utf8 != nil {
 				s.extra.utf8, s.extra.list = string(utf8), slices.Clone(list)
 			}
@@ -646,19 +688,13 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 			}
 			f.labelCollisions[lh] = append(f.labelCollisions[lh], s)
 		}
-		shard := xxhash.Sum64(rendered)
-		if sorted != nil {
-			// The shard hash is over the canonical (sorted) rendering, so
-			// it does not depend on the order attributes arrived in.
-			f.scratch = appendPairs(f.scratch[:0], sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels)
-			shard = xxhash.Sum64(f.scratch)
-		}
 		f.insertLocked(s, shard)
 		f.live++
 		f.table.count.Add(1)
 	}
 	e := &s.first // most series have one key: its entry lives in the series
 	if e.s != nil {
+		// A second key of s: its own entry, kept in aliases for removal.
 		e = new(entry)
 		if f.aliases == nil {
 			f.aliases = make(map[*Series][]*entry)
@@ -669,8 +705,8 @@ func (f *Family) Series(hash uint64, key *Key, now int64, labels LabelSource) (*
 	var schema int
 	schema, f.scratch = f.schemas.of(key.Attrs, f.scratch)
 	attrs, f.scratch = pack(f.scratch, schema, key.Attrs)
-	*e = entry{ctx: key.Context, attrs: attrs, s: s, next: f.index[hash], hash: hash}
-	f.index[hash] = e
+	*e = entry{ctx: key.Context, attrs: attrs, s: s, hash: hash}
+	f.index.add(e) // publishes e: it does not change after this
 	s.updated.Store(now)
 	return s, nil
 }
@@ -733,65 +769,92 @@ func allLegacy(list []exposition.Label) bool {
 	return true
 }
 
-// insertLocked appends s, whose shard hash is shard, to the last page, or to
-// a new one when it is full.
-func (f *Family) insertLocked(s *Series, shard uint64) {
-	var p *page
-	if n := len(f.pages); n > 0 {
-		p = f.pages[n-1]
-	}
-	size := PageSize
+// pageSize is the number of series a page of the family holds.
+func (f *Family) pageSize() int {
 	if f.typ == exposition.TypeHistogram || f.typ == exposition.TypeSummary {
-		size = distPageSize
+		return distPageSize
 	}
-	if p == nil {
-		p = newPage(size)
-		f.pages = append(f.pages, p)
+	return PageSize
+}
+
+// newSeries allocates a series with a copy of rendered as its labels: from
+// its bucket's chunks once the head is full (bucket.go), on its own
+// before. The caller holds f.mu and inserts it (insertLocked) next.
+func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
+	if size := f.pageSize(); f.headFull(size) {
+		return f.bucket(shard).newSeries(rendered, size == distPageSize)
+	}
+	return &Series{labels: string(rendered)}
+}
+
+// insertLocked appends s, whose shard hash is shard, to the last page of
+// the head, or of its bucket once the head is full (as it was when s was
+// allocated), starting a new page when that one is full.
+func (f *Family) insertLocked(s *Series, shard uint64) {
+	size := f.pageSize()
+	list, where := &f.pages, headBucket
+	if f.headFull(size) {
+		list, where = &f.bucket(shard).pages, int(shard&(NumBuckets-1))
+	}
+	var p *page
+	if n := len(*list); n > 0 && len((*list)[n-1].series) < size {
+		p = (*list)[n-1]
+	} else {
+		p = newPage(size, where)
+		*list = append(*list, p)
 	}
 	p.mu.Lock()
-	if len(p.series) == size {
-		p.mu.Unlock()
-		p = newPage(size)
-		f.pages = append(f.pages, p)
-		p.mu.Lock()
-	}
 	s.page = p
 	p.series = append(p.series, s)
 	p.hashes = append(p.hashes, shard)
 	p.mu.Unlock()
 }
 
-func newPage(size int) *page {
-	return &page{series: make([]*Series, 0, size), hashes: make([]uint64, 0, size)}
+// newPage returns an empty page of the head (bucket headBucket) or of a
+// bucket. A head page is allocated at its full size; a bucket page grows
+// as series come, so that the 64 buckets of a family just past its head
+// cost a few pointers each.
+func newPage(size, bucket int) *page {
+	if bucket != headBucket {
+		size = min(size, 8)
+	}
+	return &page{series: make([]*Series, 0, size), hashes: make([]uint64, 0, size), bucket: bucket}
 }
 
 // Remove deletes the series with this key, as a point flagged "no recorded
 // value" asks, with every key that shares it. It reports whether a series was
-// removed. It holds the family lock for one series, whatever the family's
-// size: a lookup of the family waits for that, an update of a gauge or
-// counter for nothing.
+// removed.
+//
+// Cost and locking: O(1) whatever the family's size (one index probe per key
+// of the series, one page's copy of at most PageSize pointers, a scan of the
+// page list only when the page empties). It holds the family lock, which
+// inserts and other removals take, but which an update of an existing
+// series never takes: that finds its series in the lock-free index, in
+// which Remove replaces only the removed series' slots. A gauge or counter
+// update waits for nothing; a distribution update waits only when it is on
+// the same page, for that page's copy.
 func (f *Family) Remove(hash uint64, key *Key) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for e := f.index[hash]; e != nil; e = e.next {
-		if e.matches(&f.schemas, key) {
-			s := e.s
-			p := s.page
-			p.mu.Lock()
-			if i := slices.Index(p.series, s); i >= 0 {
-				p.remove(i)
-			}
-			f.unindexLocked(s)
-			empty := len(p.series) == 0
-			p.mu.Unlock()
-			if empty {
-				f.dropPageLocked(p)
-			}
-			f.table.count.Add(-1)
-			return true
-		}
+	e := f.index.find(&f.schemas, hash, key)
+	if e == nil {
+		return false
 	}
-	return false
+	s := e.s
+	s.gone.Store(true) // before unindexing: a lock-free lookup that still finds s retries under mu
+	p := s.page
+	p.mu.Lock()
+	if i := slices.Index(p.series, s); i >= 0 {
+		p.remove(i)
+	}
+	f.unindexLocked(s)
+	empty := len(p.series) == 0
+	p.mu.Unlock()
+	if empty {
+		f.dropPageLocked(p)
+	}
+	f.table.count.Add(-1)
+	return true
 }
 
 // Expire removes every series not updated since cutoff (unix nanos) and
@@ -799,10 +862,12 @@ func (f *Family) Remove(hash uint64, key *Key) bool {
 //
 // It never holds a family lock for more than one page: it looks for stale
 // series under each page's lock alone, as a scrape does, and takes the
-// family lock only for a page that has some, to remove them. A series is
-// stale only if it still is under the family lock: Series stamps a series
-// it returns before releasing that lock, so a series being written is never
-// removed.
+// family lock (which updates of existing series do not take) only for a
+// page that has some, to remove them. A series found stale is marked gone,
+// then its stamp is read again: Series stamps before it reads gone, so
+// either that lookup sees gone (and retries under the family lock, which
+// waits for this page) or this second read sees the fresh stamp, and the
+// series is kept (gone cleared). A series being written is never removed.
 func (t *Table) Expire(cutoff int64) int {
 	t.mu.RLock()
 	families := slices.Clone(t.families)
@@ -813,7 +878,7 @@ func (t *Table) Expire(cutoff int64) int {
 	removed := 0
 	for _, f := range families {
 		f.mu.Lock()
-		pages = append(pages[:0], f.pages...)
+		pages = f.appendPages(pages[:0], &Query{})
 		f.mu.Unlock()
 		for _, p := range pages {
 			p.mu.Lock()
@@ -828,8 +893,12 @@ func (t *Table) Expire(cutoff int64) int {
 			kept := 0
 			for i, s := range p.series {
 				if stale(s) {
-					gone = append(gone, s)
-					continue
+					s.gone.Store(true)
+					if stale(s) { // still: no lookup stamped it before seeing gone
+						gone = append(gone, s)
+						continue
+					}
+					s.gone.Store(false)
 				}
 				p.series[kept], p.hashes[kept] = s, p.hashes[i]
 				kept++
@@ -854,15 +923,16 @@ func (t *Table) Expire(cutoff int64) int {
 	return removed
 }
 
-// unindexLocked takes s, already out of its page, out of the family's
-// indexes; the caller holds f.mu and s.page.mu (which guards s.extra). It
-// costs the length of the hash chains s
-// is in (one entry, barring collisions), never a walk of the family.
+// unindexLocked takes s, already out of its page and marked gone, out of
+// the family's indexes; the caller holds f.mu and s.page.mu (which guards
+// s.extra). It costs one index probe per key of s (one, barring aliases)
+// and its label hash's collision list (empty, barring collisions), never a
+// walk of the family.
 func (f *Family) unindexLocked(s *Series) {
-	f.unlinkLocked(&s.first)
+	f.index.remove(&s.first)
 	if len(f.aliases) > 0 {
 		for _, e := range f.aliases[s] {
-			f.unlinkLocked(e)
+			f.index.remove(e)
 		}
 		delete(f.aliases, s)
 	}
@@ -883,35 +953,15 @@ func (f *Family) unindexLocked(s *Series) {
 	} else {
 		f.labelCollisions[lh] = list
 	}
-	s.first.s = nil // removed
 	f.live--
 }
 
-// unlinkLocked takes e out of its hash chain in f.index.
-func (f *Family) unlinkLocked(e *entry) {
-	for p := f.index[e.hash]; p != nil; p = p.next {
-		switch {
-		case p == e && p == f.index[e.hash]:
-			if e.next == nil {
-				delete(f.index, e.hash)
-			} else {
-				f.index[e.hash] = e.next
-			}
-		case p.next == e:
-			p.next = e.next
-		default:
-			continue
-		}
-		e.next = nil
-		return
-	}
-}
-
-// dropPageLocked takes an empty page out of the page list (a scan of the
-// page pointers, PageSize times fewer than the series); the caller holds
-// f.mu.
+// dropPageLocked takes an empty page out of its page list, the head's or
+// its bucket's (a scan of the page pointers, PageSize times fewer than the
+// series); the caller holds f.mu.
 func (f *Family) dropPageLocked(p *page) {
-	if i := slices.Index(f.pages, p); i >= 0 {
-		f.pages = slices.Delete(f.pages, i, i+1)
+	list := f.pageList(p)
+	if i := slices.Index(*list, p); i >= 0 {
+		*list = slices.Delete(*list, i, i+1)
 	}
 }

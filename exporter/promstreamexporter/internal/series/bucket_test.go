@@ -1,0 +1,134 @@
+package series
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
+)
+
+// TestShardScrapeReadsOnlyItsBuckets: for every N dividing NumBuckets, the
+// pages a shard scrape reads beyond the head hold only that shard's series,
+// and the shards' pages together hold every bucketed series once. For
+// other N, a shard scrape reads every page (and picks by the hash column).
+func TestShardScrapeReadsOnlyItsBuckets(t *testing.T) {
+	_, f, _ := healthFamily(t, 6000)
+	inBuckets := 0
+	for _, p := range f.appendPages(nil, &Query{}) {
+		if p.bucket != headBucket {
+			inBuckets += len(p.series)
+		}
+	}
+	if head := 6000 - inBuckets; head != headPages*PageSize {
+		t.Fatalf("head holds %d series, want %d", head, headPages*PageSize)
+	}
+	for _, n := range []uint64{2, 4, 8, 16, 32, 64} {
+		seen := 0
+		for i := range n {
+			for _, p := range f.appendPages(nil, &Query{Shard: i, Shards: n}) {
+				if p.bucket == headBucket {
+					continue
+				}
+				for j, h := range p.hashes {
+					if h%n != i || p.series[j].page != p {
+						t.Fatalf("shard %d/%d reads bucket %d, holding a series of shard %d", i, n, p.bucket, h%n)
+					}
+				}
+				seen += len(p.series)
+			}
+		}
+		if seen != inBuckets {
+			t.Fatalf("%d shards read %d bucketed series, want %d", n, seen, inBuckets)
+		}
+	}
+	all := len(f.appendPages(nil, &Query{}))
+	for _, n := range []uint64{3, 128} {
+		if got := len(f.appendPages(nil, &Query{Shard: 1, Shards: n})); got != all {
+			t.Fatalf("shards=%d reads %d pages, want all %d", n, got, all)
+		}
+	}
+}
+
+// TestWholeScrapeOrderBeyondTheHead: the head is written in insertion
+// order, then bucket 0, 1, ... each in insertion order; a removal keeps
+// the order of the rest.
+func TestWholeScrapeOrderBeyondTheHead(t *testing.T) {
+	const n = headPages*PageSize + 700
+	tbl, f, keys := healthFamily(t, n)
+	for _, i := range []int{3, headPages * PageSize, n - 1} {
+		if !f.Remove(uint64(i), &keys[i]) {
+			t.Fatalf("series %d not found", i)
+		}
+	}
+	var lines []string
+	for line := range strings.SplitSeq(render(t, tbl), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != n-3 {
+		t.Fatalf("%d lines, want %d", len(lines), n-3)
+	}
+	// target i's address is 10.0.<i/250>.<i%250>: recover i from the line.
+	index := func(line string) int {
+		a := line[strings.Index(line, `address="10.0.`)+len(`address="10.0.`):]
+		var hi, lo int
+		for _, c := range a[:strings.IndexByte(a, '.')] {
+			hi = hi*10 + int(c-'0')
+		}
+		a = a[strings.IndexByte(a, '.')+1:]
+		for _, c := range a[:strings.IndexByte(a, ':')] {
+			lo = lo*10 + int(c-'0')
+		}
+		return hi*250 + lo
+	}
+	prevI, prevB := -1, -1
+	for k, line := range lines {
+		i := index(line)
+		labels := line[strings.IndexByte(line, '{')+1 : strings.LastIndexByte(line, '}')]
+		b := int(xxhash.Sum64String(labels) % NumBuckets)
+		if k < headPages*PageSize-1 { // the head, one of its series removed
+			b = -1
+		}
+		if b < prevB || (b == prevB && i <= prevI) {
+			t.Fatalf("line %d (series %d, bucket %d) after series %d of bucket %d", k, i, b, prevI, prevB)
+		}
+		prevI, prevB = i, b
+	}
+}
+
+type fillBounds []float64
+
+func (b fillBounds) Fill(d *Dist) {
+	d.Bounds = b
+	d.Counts = resizeCounts(d.Counts, len(b))
+	d.Count = 1
+}
+
+// TestSharedBoundTexts: series whose bounds equal the family's first ones
+// share its le texts; others (-0 is not 0) keep their own.
+func TestSharedBoundTexts(t *testing.T) {
+	tbl := New(Options{})
+	f, _ := tbl.Family("h", "", exposition.TypeHistogram)
+	for i, b := range []fillBounds{{0, 1}, {0, 1}, {math.Copysign(0, -1), 2}} {
+		k := Key{Context: kong, Attrs: pcommon.NewMap()}
+		k.Attrs.PutInt("i", int64(i))
+		s, _ := f.Series(uint64(i), &k, 1, labelList{{Name: "i", Value: strconv.Itoa(i)}})
+		s.UpdateDist(1, b)
+	}
+	var les []string
+	for line := range strings.SplitSeq(render(t, tbl), "\n") {
+		if strings.HasPrefix(line, "h_bucket") {
+			les = append(les, line[strings.Index(line, "le="):strings.IndexByte(line, '}')])
+		}
+	}
+	want := `le="0.0" le="1.0" le="+Inf" le="0.0" le="1.0" le="+Inf" le="-0.0" le="2.0" le="+Inf"`
+	if got := strings.Join(les, " "); got != want {
+		t.Fatalf("le texts:\n%s\nwant:\n%s", got, want)
+	}
+}
