@@ -33,13 +33,53 @@ const ways = 4
 // next caller a slow path (canonicalise, look up the owner) and nothing else:
 // never a value, a start time or whether a series exists.
 //
+// Allocation: a miss allocates once, the Set's encoding and its order table
+// together (setAndOrder); entries come from slabs (newEntry).
+//
 // Concurrency: all methods are safe for concurrent use. Get takes no lock and
 // does not allocate. Add, Delete and the miss path of GetOrCreate take the
-// locks of the key's two sets only, in address order.
+// locks of the key's two sets only, in index order (Add and GetOrCreate
+// also one of 64 slab locks, briefly, to carve the entry).
 type Cache[V comparable] struct {
 	sets  []cacheSet[V]
 	locks []setLock // locks[i] guards the writers of sets[i]
 	mask  uint64
+	slabs [slabStripes]entrySlab[V]
+}
+
+// slabStripes and slabChunk shape the entry slabs: a miss takes one of 64
+// stripe locks (by set), never a cache-wide one, and allocates one chunk of
+// 16 entries per 16 misses of its stripe.
+//
+// Why a slab: an entry per new key was one allocation of every new series.
+// The price is retention: a chunk stays alive while any of its 16 entries is
+// cached, so keys that churn (evictions, expiry) can keep up to 15 dead
+// entries (56 bytes each) alive beside each live one. 16 keeps that bounded
+// and small next to the series state the caller keeps per key.
+const (
+	slabStripes = 64
+	slabChunk   = 16
+)
+
+// entrySlab hands out entries from a chunk allocated slabChunk at a time.
+type entrySlab[V comparable] struct {
+	mu   sync.Mutex
+	free []entry[V]
+	_    [64 - 8 - 24]byte // keeps two stripes' locks off one cache line
+}
+
+// newEntry returns a new entry, from the slab of set a's stripe.
+func (c *Cache[V]) newEntry(a uint64, ns, h uint64, set Set, order string, v V) *entry[V] {
+	s := &c.slabs[a%slabStripes]
+	s.mu.Lock()
+	if len(s.free) == 0 {
+		s.free = make([]entry[V], slabChunk)
+	}
+	e := &s.free[0]
+	s.free = s.free[1:]
+	s.mu.Unlock()
+	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	return e
 }
 
 // cacheSet is exactly one 64-byte cache line, so a probe reads one line
@@ -61,12 +101,12 @@ type setLock struct {
 type entry[V comparable] struct {
 	ns, h uint64
 	set   Set
-	// fast lists the attributes in the order of the map the entry was added
-	// with (Set.fastOf): sources keep their order, so most hits compare
-	// strings in one pass instead of decoding the set. Nil when an attribute
-	// is not a scalar.
-	fast []fastAttr
-	v    V
+	// order is the order table of the map the entry was added with
+	// (setAndOrder, sharing set's allocation): sources keep their order, so
+	// most hits compare each attribute in place, in one pass, instead of
+	// looking each up. Empty when an attribute is not a scalar.
+	order string
+	v     V
 }
 
 // matches reports whether e is the entry of (ns, attrs).
@@ -74,8 +114,8 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 	if e.h != h || e.ns != ns {
 		return false
 	}
-	if e.fast != nil {
-		if eq, sure := equalFast(e.fast, attrs); sure {
+	if e.order != "" {
+		if eq, sure := e.set.equalOrdered(e.order, attrs); sure {
 			return eq
 		}
 	}
@@ -102,18 +142,24 @@ func (c *Cache[V]) pair(ns, h uint64) (a, b uint64) {
 }
 
 // lock locks the writers of sets a and b in index order, so two writers
-// never deadlock, and returns the unlock.
-func (c *Cache[V]) lock(a, b uint64) func() {
-	if a == b {
-		c.locks[a].mu.Lock()
-		return c.locks[a].mu.Unlock
-	}
+// never deadlock. (Not a returned unlock closure: that was an allocation
+// per miss.)
+func (c *Cache[V]) lock(a, b uint64) {
 	if a > b {
 		a, b = b, a
 	}
 	c.locks[a].mu.Lock()
-	c.locks[b].mu.Lock()
-	return func() { c.locks[b].mu.Unlock(); c.locks[a].mu.Unlock() }
+	if b != a {
+		c.locks[b].mu.Lock()
+	}
+}
+
+// unlock undoes lock(a, b).
+func (c *Cache[V]) unlock(a, b uint64) {
+	if b != a {
+		c.locks[b].mu.Unlock()
+	}
+	c.locks[a].mu.Unlock()
 }
 
 func (s *cacheSet[V]) find(ns, h uint64, attrs pcommon.Map) *entry[V] {
@@ -185,9 +231,11 @@ func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
 //   - true: both candidate sets were full and the round-robin victim of the
 //     first, a different key, was evicted.
 func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
-	e := &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v}
+	order := set.orderOf(attrs)
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	e := c.newEntry(a, ns, h, set, order, v)
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	return c.addLocked(a, b, e)
 }
 
@@ -241,7 +289,8 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 		return v, true, false
 	}
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	// Re-probe under the locks: another miss for the same key may have
 	// added it between our Get and the Lock.
 	if e := c.sets[a].find(ns, h, attrs); e != nil {
@@ -250,9 +299,9 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if e := c.sets[b].find(ns, h, attrs); e != nil {
 		return e.v, true, false
 	}
-	set := SetOf(attrs)
+	set, order := setAndOrder(attrs)
 	v = create(set)
-	return v, false, c.addLocked(a, b, &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v})
+	return v, false, c.addLocked(a, b, c.newEntry(a, ns, h, set, order, v))
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports
@@ -260,7 +309,8 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 // from removing the entry of a newer handle added for the same key.
 func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	for _, s := range [2]*cacheSet[V]{&c.sets[a], &c.sets[b]} {
 		for i := range s.slots {
 			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {
