@@ -777,7 +777,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 			skipped++
 			continue
 		}
-		s := &stream{shard: sh, desc: d, h: h, attrs: ss.set}
+		s := sh.newStream(d, h, ss.set)
 		s.overflow, s.started, s.isInt, s.fresh = ss.s.overflow, ss.s.started, ss.s.isInt, ss.s.fresh
 		s.start, s.last, s.winStart, s.seen = ss.s.start, ss.s.last, ss.s.winStart, ss.s.seen
 		s.i, s.f, s.prev, s.hist, s.exp = ss.s.i, ss.s.f, ss.s.prev, ss.s.hist, ss.s.exp

@@ -102,8 +102,13 @@ type shard struct {
 	mu      sync.Mutex
 	streams map[streamKey]*stream
 	dirty   []*stream
+	// Where the shard's new streams and histogram states come from
+	// (slab.go).
+	streamSlab slab[stream]
+	histSlab   slab[histState]
+	countsSlab slab[uint64]
 	// pad keeps two shards' locks off one cache line.
-	_ [64 - 8 - 8 - 24]byte
+	_ [128 - 8 - 8 - 24 - 3*24]byte
 }
 
 // metricTable finds the metricDesc of a metric, once per metric per batch.

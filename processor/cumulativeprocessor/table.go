@@ -198,7 +198,8 @@ func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identi
 		return s
 	}
 	if p.reserve() {
-		s := &stream{shard: sh, desc: d, h: h, attrs: set, seen: now}
+		s := sh.newStream(d, h, set)
+		s.seen = now
 		sh.streams[key] = s
 		sh.mu.Unlock()
 		c.new++
@@ -236,7 +237,8 @@ func (p *cumulativeProcessor) overflowOf(d *metricDesc, now int64, c *counts) *s
 	defer sh.mu.Unlock()
 	s := sh.streams[key]
 	if s == nil {
-		s = &stream{shard: sh, desc: d, h: overflowHash, attrs: overflowSet, seen: now}
+		s = sh.newStream(d, overflowHash, overflowSet)
+		s.seen = now
 		sh.streams[key] = s
 		c.new++
 	}
