@@ -193,7 +193,7 @@ func (p *cumulativeProcessor) encodeCheckpoint() []byte {
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
-		for _, s := range sh.streams {
+		for s := range sh.all() {
 			if !s.started {
 				continue
 			}
@@ -766,9 +766,8 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 			h = overflowHash
 		}
 		sh := p.shardOf(d.id, h)
-		key := streamKey{metric: d.id, attrs: ss.set}
 		sh.mu.Lock()
-		if sh.streams[key] != nil {
+		if sh.find(d.id, h, ss.set) != nil {
 			sh.mu.Unlock()
 			continue // saved twice: cannot happen short of a bug; keep the first
 		}
@@ -793,7 +792,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		if ss.s.dirty {
 			s.touch() // not emitted before the restart: at the next tick
 		}
-		sh.streams[key] = s
+		sh.insert(s)
 		sh.mu.Unlock()
 		installed++
 	}

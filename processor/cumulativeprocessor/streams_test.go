@@ -5,6 +5,8 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -68,6 +70,34 @@ func newStreamBatch(hist bool, first, n int) pmetric.Metrics {
 		attrs.PutStr("consumer", "tenant-"+strconv.Itoa(i%7))
 	}
 	return md
+}
+
+// TestSweepUnlinksOnlyStaleStreamsOfAChain: streams whose attribute hashes
+// collide share one map key, chained; the sweep must remove the stale ones
+// from the middle and the ends of a chain and keep the others exact.
+func TestSweepUnlinksOnlyStaleStreamsOfAChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newTestProcessor(t)
+		p.hashAttrs = func(pcommon.Map) uint64 { return 42 } // every attribute set collides
+		process(t, p, batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 2},
+			point{"kong", "/c", 10, 20, 3}, point{"kong", "/d", 10, 20, 4}))
+		time.Sleep(p.cfg.MaxStale / 2)
+		process(t, p, batch(point{"kong", "/b", 20, 30, 1}, point{"kong", "/d", 20, 30, 1}))
+		time.Sleep(p.cfg.MaxStale/2 + time.Second)
+		p.sweep(time.Now()) // /a and /c are stale
+		n := 0
+		for i := range p.shards {
+			for range p.shards[i].all() {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Fatalf("%d streams left after the sweep, want 2", n)
+		}
+		assertEmitted(t, process(t, p, batch(point{"kong", "/a", 900, 910, 5}, point{"kong", "/b", 30, 40, 1},
+			point{"kong", "/c", 900, 910, 6}, point{"kong", "/d", 30, 40, 1})),
+			"kong /b 10 40 4", "kong /d 10 40 6", "kong /a 900 910 5", "kong /c 900 910 6")
+	})
 }
 
 const newStreamsPerBatch = 1000

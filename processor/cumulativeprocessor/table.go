@@ -191,16 +191,15 @@ func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map
 // otherwise. Idempotent: the same key always yields the same live stream.
 func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
 	sh := p.shardOf(d.id, h)
-	key := streamKey{metric: d.id, attrs: set}
 	sh.mu.Lock()
-	if s := sh.streams[key]; s != nil {
+	if s := sh.find(d.id, h, set); s != nil {
 		sh.mu.Unlock()
 		return s
 	}
 	if p.reserve() {
 		s := sh.newStream(d, h, set)
 		s.seen = now
-		sh.streams[key] = s
+		sh.insert(s)
 		sh.mu.Unlock()
 		c.new++
 		return s
@@ -232,14 +231,13 @@ func (p *cumulativeProcessor) reserve() bool {
 // streams land in it).
 func (p *cumulativeProcessor) overflowOf(d *metricDesc, now int64, c *counts) *stream {
 	sh := p.shardOf(d.id, overflowHash)
-	key := streamKey{metric: d.id, attrs: overflowSet}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.streams[key]
+	s := sh.find(d.id, overflowHash, overflowSet)
 	if s == nil {
 		s = sh.newStream(d, overflowHash, overflowSet)
 		s.seen = now
-		sh.streams[key] = s
+		sh.insert(s)
 		c.new++
 	}
 	s.overflow = true
@@ -256,19 +254,19 @@ func (p *cumulativeProcessor) sweep(now time.Time) {
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
-		for key, s := range sh.streams {
-			if s.seen < cutoff {
-				delete(sh.streams, key)
-				// Cached pointers see this under the shard lock and
-				// re-resolve (lockStream), so a late point starts a new
-				// stream instead of reviving this one.
-				s.dead = true
-				if !s.overflow {
-					p.limited.Add(-1)
-				}
-				removed = append(removed, s)
+		removed = sh.removeIf(func(s *stream) bool {
+			if s.seen >= cutoff {
+				return false
 			}
-		}
+			// Cached pointers see this under the shard lock and
+			// re-resolve (lockStream), so a late point starts a new
+			// stream instead of reviving this one.
+			s.dead = true
+			if !s.overflow {
+				p.limited.Add(-1)
+			}
+			return true
+		}, removed)
 		sh.mu.Unlock()
 	}
 	for _, s := range removed {
