@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -56,7 +55,8 @@ func SetOf(m pcommon.Map) Set {
 		return Set{}
 	}
 	var buf [encScratch]byte
-	return Set{enc: string(appendMap(buf[:0], m, nil))}
+	enc, _ := appendMap(buf[:0], m, nil)
+	return Set{enc: string(enc)}
 }
 
 // String returns the encoding itself (binary, not for display). It is meant
@@ -80,27 +80,44 @@ const inlineAttrs = 32
 
 // appendMap appends the encoding of m. When offs is not nil (len m.Len()),
 // offs[i] is set to the position in dst of the i-th entry of m in m's own
-// order (for setAndOrder).
+// order, and ordered reports whether those entries can be compared in
+// place (setAndOrder): every value a scalar other than bytes, every key and
+// string value shorter than 128 bytes (a one-byte length), no key twice.
 //
 // It is not recursive, and nested values are encoded apart (appendNested):
 // escape analysis moves the arguments of a recursive function to the heap,
 // which would cost every new Set the stack buffer its encoding is built in.
-func appendMap(dst []byte, m pcommon.Map, offs []int) []byte {
+func appendMap(dst []byte, m pcommon.Map, offs []int) (enc []byte, ordered bool) {
 	var sc sortScratch
 	keys, vals, perm := sc.sorted(m)
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
-	for _, i := range perm {
+	ordered = offs != nil
+	for j, i := range perm {
+		k, v := keys[i], vals[i]
 		if offs != nil {
 			offs[i] = len(dst)
+			ordered = ordered && len(k) < 0x80 && orderable(v) && (j == 0 || k != keys[perm[j-1]])
 		}
-		dst = appendString(dst, keys[i])
-		if v := vals[i]; isScalar(v.Type()) {
+		dst = appendString(dst, k)
+		if isScalar(v.Type()) {
 			dst = appendScalar(dst, v)
 		} else {
 			dst = append(dst, appendNested(nil, v)...)
 		}
 	}
-	return dst
+	return dst, ordered
+}
+
+// orderable reports whether equalOrdered can compare v in place.
+func orderable(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return len(v.Str()) < 0x80
+	case pcommon.ValueTypeInt, pcommon.ValueTypeDouble, pcommon.ValueTypeBool:
+		return true
+	default:
+		return false
+	}
 }
 
 // sortScratch is the stack space of a map's entries while they are sorted.
@@ -428,52 +445,15 @@ func setAndOrder(m pcommon.Map) (Set, string) {
 		offs = make([]int, 0, n)
 	}
 	offs = offs[:n]
-	enc := appendMap(buf[:0], m, offs)
+	enc, ordered := appendMap(buf[:0], m, offs)
 	size := len(enc)
-	if orderable(enc) {
+	if ordered && size <= 0xFFFF {
 		for _, o := range offs {
 			enc = binary.LittleEndian.AppendUint16(enc, uint16(o))
 		}
 	}
 	all := string(enc)
 	return Set{enc: all[:size]}, all[size:]
-}
-
-// orderable reports whether the encoding fits 16-bit offsets and every
-// entry is a scalar (not bytes) whose key differs from the one sorted
-// before it, with a key and string value shorter than 128 bytes (a
-// one-byte length, which equalOrdered reads without a varint loop).
-func orderable(enc []byte) bool {
-	if len(enc) > 0xFFFF {
-		return false
-	}
-	// Read in place: enc is not modified while d is in use.
-	d := decoder{s: unsafe.String(unsafe.SliceData(enc), len(enc))}
-	var prev string
-	for i := range d.uvarint() {
-		if d.i < len(d.s) && d.s[d.i] >= 0x80 {
-			return false
-		}
-		key := d.str()
-		if i > 0 && key == prev {
-			return false
-		}
-		prev = key
-		switch d.byte() {
-		case tagStr:
-			if d.i < len(d.s) && d.s[d.i] >= 0x80 {
-				return false
-			}
-			d.str()
-		case tagInt, tagDouble:
-			d.u64()
-		case tagBool:
-			d.byte()
-		default:
-			return false
-		}
-	}
-	return !d.err
 }
 
 // orderOf is setAndOrder's table for a Set built elsewhere (Cache.Add): an
@@ -489,7 +469,7 @@ func (s Set) orderOf(m pcommon.Map) string {
 // table records: one pass, each attribute compared in place. It reports
 // (equal, sure); when a key is not where the table says (the source
 // reordered its attributes), sure is false and the caller falls back to
-// Equal. The table's entries are as orderable checked: scalars with
+// Equal. The table's entries are as appendMap checked: scalars with
 // one-byte lengths.
 func (s Set) equalOrdered(order string, m pcommon.Map) (equal, sure bool) {
 	if len(order) != 2*m.Len() {

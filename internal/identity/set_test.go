@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -147,6 +148,16 @@ func TestEqualOrdered(t *testing.T) {
 	nested.PutEmptySlice("tags").AppendEmpty().SetStr("x")
 	if _, order := setAndOrder(nested); order != "" {
 		t.Error("a non-scalar attribute got an order table")
+	}
+	long := pcommon.NewMap()
+	long.PutStr("route", strings.Repeat("/a", 64)) // 128 bytes: a two-byte length
+	if _, order := setAndOrder(long); order != "" {
+		t.Error("a 128-byte value got an order table")
+	}
+	c := NewCache[int](4)
+	c.GetOrCreate(1, OfMap(long), long, func(Set) int { return 7 })
+	if v, ok := c.Get(1, OfMap(long), long); !ok || v != 7 {
+		t.Errorf("Get of a set without order table = %d, %v; want 7, true", v, ok)
 	}
 }
 
