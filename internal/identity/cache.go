@@ -37,14 +37,19 @@ const ways = 4
 // together (setAndOrder); entries come from slabs (newEntry).
 //
 // Concurrency: all methods are safe for concurrent use. Get takes no lock and
-// does not allocate. Add, Delete and the miss path of GetOrCreate take the
-// locks of the key's two sets only, in index order (Add and GetOrCreate
-// also one of 64 slab locks, briefly, to carve the entry).
+// does not allocate. Add, Delete and the miss path of GetOrCreate (Create)
+// take the locks of the key's two sets only (a lock guards every 1,024th
+// set), in lock index order; Add and Create also one of 64 slab locks,
+// briefly, to carve the entry.
 type Cache[V comparable] struct {
 	sets  []cacheSet[V]
-	locks []setLock // locks[i] guards the writers of sets[i]
+	locks []setLock // locks[i&lockMask] guards the writers of sets[i]
 	mask  uint64
-	slabs [slabStripes]entrySlab[V]
+	// lockMask maps a set to its lock: at most maxLocks locks (16 KiB),
+	// so that the miss path finds them in the CPU cache instead of
+	// touching two more cold lines of a per-set lock array.
+	lockMask uint64
+	slabs    [slabStripes]entrySlab[V]
 }
 
 // slabStripes and slabChunk shape the entry slabs: a miss takes one of 64
@@ -95,7 +100,7 @@ type cacheSet[V comparable] struct {
 // apart from the sets so writers do not dirty the lines readers probe.
 type setLock struct {
 	mu   sync.Mutex
-	next uint32 // round-robin victim, guarded by mu
+	next uint32 // round-robin victim of its sets, guarded by mu
 }
 
 type entry[V comparable] struct {
@@ -126,7 +131,8 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 func NewCache[V comparable](capacity int) *Cache[V] {
 	n := max(1, (capacity+ways-1)/ways)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
-	return &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, n), mask: uint64(n - 1)}
+	nl := min(n, maxLocks)
+	return &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
 }
 
 // Capacity returns the number of entries the cache can hold.
@@ -141,10 +147,15 @@ func (c *Cache[V]) pair(ns, h uint64) (a, b uint64) {
 	return k & c.mask, (k >> 32) & c.mask
 }
 
-// lock locks the writers of sets a and b in index order, so two writers
-// never deadlock. (Not a returned unlock closure: that was an allocation
+// maxLocks bounds the writer locks; a power of two. Writers are the miss
+// path only, so 1,024 stripes keep them from meeting.
+const maxLocks = 1024
+
+// lock locks the writers of sets a and b in lock index order, so two
+// writers never deadlock. (Not a returned unlock closure: that was an allocation
 // per miss.)
 func (c *Cache[V]) lock(a, b uint64) {
+	a, b = a&c.lockMask, b&c.lockMask
 	if a > b {
 		a, b = b, a
 	}
@@ -156,6 +167,7 @@ func (c *Cache[V]) lock(a, b uint64) {
 
 // unlock undoes lock(a, b).
 func (c *Cache[V]) unlock(a, b uint64) {
+	a, b = a&c.lockMask, b&c.lockMask
 	if b != a {
 		c.locks[b].mu.Unlock()
 	}
@@ -263,7 +275,7 @@ func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
 		sb.store(ib, e)
 		return false
 	}
-	l := &c.locks[a]
+	l := &c.locks[a&c.lockMask]
 	victim := int(l.next % ways)
 	l.next++
 	sa.store(victim, e)
@@ -288,6 +300,14 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if v, ok := c.Get(ns, h, attrs); ok {
 		return v, true, false
 	}
+	return c.Create(ns, h, attrs, create)
+}
+
+// Create is GetOrCreate for a caller whose Get has just missed: it goes
+// straight to the locked re-probe, so a miss probes the two sets once
+// without the locks instead of twice. Return values and concurrency are
+// GetOrCreate's (hit: another caller added the key meanwhile).
+func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
 	a, b := c.pair(ns, h)
 	c.lock(a, b)
 	defer c.unlock(a, b)

@@ -173,11 +173,11 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 	}
 }
 
-// resolve is the miss path: canonicalise once, find or create the stream,
-// cache it. Concurrent first misses converge in the cache (one create per
-// key) and, after evictions, in the shard map.
+// resolve is the miss path (the cache's Get has missed): canonicalise once,
+// find or create the stream, cache it. Concurrent first misses converge in
+// the cache (one create per key) and, after evictions, in the shard map.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) *stream {
-	s, _, evicted := p.cache.GetOrCreate(d.id, h, attrs, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.Create(d.id, h, attrs, func(set identity.Set) *stream {
 		return p.lookupOrCreate(d, h, set, now, c)
 	})
 	if evicted {
