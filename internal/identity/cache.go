@@ -132,7 +132,20 @@ func NewCache[V comparable](capacity int) *Cache[V] {
 	n := max(1, (capacity+ways-1)/ways)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	nl := min(n, maxLocks)
-	return &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
+	c := &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
+	c.prefault()
+	return c
+}
+
+// prefault writes one word of every page of the sets, so the pages are
+// mapped now, by the constructor, and not by page faults while the first
+// series arrive (a large allocation can come straight from the OS,
+// unmapped; 200k entries are 3.2 MB, 800 pages).
+func (c *Cache[V]) prefault() {
+	const perPage = 4096 / 64 // sets are one cache line each
+	for i := 0; i < len(c.sets); i += perPage {
+		c.sets[i].hashes[0].Store(0)
+	}
 }
 
 // Capacity returns the number of entries the cache can hold.
