@@ -767,7 +767,8 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		}
 		sh := p.shardOf(d.id, h)
 		sh.mu.Lock()
-		if sh.find(d.id, h, ss.set) != nil {
+		old, head := sh.find(d.id, h, ss.set)
+		if old != nil {
 			sh.mu.Unlock()
 			continue // saved twice: cannot happen short of a bug; keep the first
 		}
@@ -792,7 +793,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		if ss.s.dirty {
 			s.touch() // not emitted before the restart: at the next tick
 		}
-		sh.insert(s)
+		sh.insert(s, head)
 		sh.mu.Unlock()
 		installed++
 	}

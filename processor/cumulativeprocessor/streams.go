@@ -121,22 +121,24 @@ type shard struct {
 	_ [128 - 8 - 8 - 24 - 3*24]byte
 }
 
-// find returns the stream of (metric, h, attrs), or nil. The caller holds
-// sh.mu.
-func (sh *shard) find(metric, h uint64, attrs identity.Set) *stream {
-	for s := sh.streams[streamKey{metric, h}]; s != nil; s = s.next {
+// find returns the stream of (metric, h, attrs), or nil, and the head of
+// the key's chain (for insert). The caller holds sh.mu.
+func (sh *shard) find(metric, h uint64, attrs identity.Set) (s, head *stream) {
+	head = sh.streams[streamKey{metric, h}]
+	for s := head; s != nil; s = s.next {
 		if s.attrs == attrs {
-			return s
+			return s, head
 		}
 	}
-	return nil
+	return nil, head
 }
 
-// insert adds s, which find does not know. The caller holds sh.mu.
-func (sh *shard) insert(s *stream) {
-	k := streamKey{s.desc.id, s.h}
-	s.next = sh.streams[k]
-	sh.streams[k] = s
+// insert adds s, which find has just not found, before head, the chain
+// find returned: one map write, no second lookup. The caller holds sh.mu
+// since that find.
+func (sh *shard) insert(s, head *stream) {
+	s.next = head
+	sh.streams[streamKey{s.desc.id, s.h}] = s
 }
 
 // all yields every stream of the shard. The caller holds sh.mu and does not

@@ -192,14 +192,15 @@ func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map
 func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
 	sh := p.shardOf(d.id, h)
 	sh.mu.Lock()
-	if s := sh.find(d.id, h, set); s != nil {
+	s, head := sh.find(d.id, h, set)
+	if s != nil {
 		sh.mu.Unlock()
 		return s
 	}
 	if p.reserve() {
 		s := sh.newStream(d, h, set)
 		s.seen = now
-		sh.insert(s)
+		sh.insert(s, head)
 		sh.mu.Unlock()
 		c.new++
 		return s
@@ -233,11 +234,11 @@ func (p *cumulativeProcessor) overflowOf(d *metricDesc, now int64, c *counts) *s
 	sh := p.shardOf(d.id, overflowHash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.find(d.id, overflowHash, overflowSet)
+	s, head := sh.find(d.id, overflowHash, overflowSet)
 	if s == nil {
 		s = sh.newStream(d, overflowHash, overflowSet)
 		s.seen = now
-		sh.insert(s)
+		sh.insert(s, head)
 		c.new++
 	}
 	s.overflow = true
