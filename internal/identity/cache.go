@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -33,8 +34,9 @@ const ways = 4
 // next caller a slow path (canonicalise, look up the owner) and nothing else:
 // never a value, a start time or whether a series exists.
 //
-// Allocation: a miss allocates once, the Set's encoding and its order table
-// together (setAndOrder); entries come from slabs (newEntry).
+// Allocation: a miss carves its entry and its Set's encoding (with the
+// order table) from slabs (carve), so it allocates only a fraction of a
+// chunk.
 //
 // Concurrency: all methods are safe for concurrent use. Get takes no lock and
 // does not allocate. Add, Delete and the miss path of GetOrCreate (Create)
@@ -52,39 +54,79 @@ type Cache[V comparable] struct {
 	slabs    [slabStripes]entrySlab[V]
 }
 
-// slabStripes and slabChunk shape the entry slabs: a miss takes one of 64
-// stripe locks (by set), never a cache-wide one, and allocates one chunk of
-// 16 entries per 16 misses of its stripe.
+// slabStripes, slabChunk and bytesChunk shape the slabs new keys are carved
+// from: a miss takes one of 64 stripe locks (by set), never a cache-wide
+// one; a stripe allocates 16 entries at a time, and 4 KiB of encodings (about
+// 25 Sets of 6 attributes with their order tables).
 //
-// Why a slab: an entry per new key was one allocation of every new series.
-// The price is retention: a chunk stays alive while any of its 16 entries is
-// cached, so keys that churn (evictions, expiry) can keep up to 15 dead
-// entries (56 bytes each) alive beside each live one. 16 keeps that bounded
-// and small next to the series state the caller keeps per key.
+// Why slabs: an entry and a Set per new key were two allocations of every
+// new series. The price is retention: a chunk stays alive while anything
+// carved from it is referenced (a cached entry, or the caller's copy of a
+// Set), so keys that churn (evictions, expiry) can keep dead neighbours
+// alive beside a live one: at most 15 entries (56 bytes each) and 4 KiB of
+// encodings. The chunks are small to keep that bounded next to the series
+// state the caller keeps per key; a Set over a quarter of a chunk gets its
+// own allocation.
 const (
 	slabStripes = 64
 	slabChunk   = 16
+	bytesChunk  = 4096
 )
 
-// entrySlab hands out entries from a chunk allocated slabChunk at a time.
+// entrySlab hands out entries and encoding bytes from chunks.
 type entrySlab[V comparable] struct {
-	mu   sync.Mutex
-	free []entry[V]
-	_    [64 - 8 - 24]byte // keeps two stripes' locks off one cache line
+	mu    sync.Mutex
+	free  []entry[V]
+	bytes []byte
+	_     [64 - 8 - 24 - 24]byte // keeps two stripes' locks off one cache line
+}
+
+// entry returns a new zero entry. The caller holds s.mu.
+func (s *entrySlab[V]) entry() *entry[V] {
+	if len(s.free) == 0 {
+		s.free = make([]entry[V], slabChunk)
+	}
+	e := &s.free[0]
+	s.free = s.free[1:]
+	return e
 }
 
 // newEntry returns a new entry, from the slab of set a's stripe.
 func (c *Cache[V]) newEntry(a uint64, ns, h uint64, set Set, order string, v V) *entry[V] {
 	s := &c.slabs[a%slabStripes]
 	s.mu.Lock()
-	if len(s.free) == 0 {
-		s.free = make([]entry[V], slabChunk)
-	}
-	e := &s.free[0]
-	s.free = s.free[1:]
+	e := s.entry()
 	s.mu.Unlock()
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
 	return e
+}
+
+// carve returns a new zero entry and a copy of enc, a Set's encoding (size
+// bytes) and its order table (appendSetAndOrder), from the slabs of set
+// a's stripe, under one lock. The copy is never written again, which is
+// what makes the strings over it immutable.
+func (c *Cache[V]) carve(a uint64, enc []byte, size int) (*entry[V], Set, string) {
+	s := &c.slabs[a%slabStripes]
+	s.mu.Lock()
+	e := s.entry()
+	if len(enc) == 0 {
+		s.mu.Unlock()
+		return e, Set{}, ""
+	}
+	var b []byte
+	if len(enc) > bytesChunk/4 {
+		b = make([]byte, len(enc))
+	} else {
+		if len(s.bytes) < len(enc) {
+			s.bytes = make([]byte, bytesChunk)
+		}
+		b = s.bytes[:len(enc):len(enc)]
+		s.bytes = s.bytes[len(enc):]
+	}
+	s.mu.Unlock()
+	copy(b, enc)
+	all := unsafe.String(unsafe.SliceData(b), len(b))
+	return e, Set{enc: all[:size]}, all[size:]
 }
 
 // cacheSet is exactly one 64-byte cache line, so a probe reads one line
@@ -332,9 +374,12 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (
 	if e := c.sets[b].find(ns, h, attrs); e != nil {
 		return e.v, true, false
 	}
-	set, order := setAndOrder(attrs)
+	var buf [encScratch]byte
+	enc, size := appendSetAndOrder(buf[:0], attrs)
+	e, set, order := c.carve(a, enc, size)
 	v = create(set)
-	return v, false, c.addLocked(a, b, c.newEntry(a, ns, h, set, order, v))
+	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	return v, false, c.addLocked(a, b, e)
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports

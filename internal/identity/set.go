@@ -434,26 +434,35 @@ func (d *decoder) decodeValue(v pcommon.Value) {
 // a map never equals its Set), or when the encoding is beyond 64 KiB.
 // Lifetime: the table shares the Set's memory; both are immutable.
 func setAndOrder(m pcommon.Map) (Set, string) {
+	var buf [encScratch]byte
+	enc, size := appendSetAndOrder(buf[:0], m)
+	all := string(enc)
+	return Set{enc: all[:size]}, all[size:]
+}
+
+// appendSetAndOrder appends the encoding of m's Set (size bytes) and then
+// its order table (see setAndOrder), for the caller to copy into memory of
+// its choosing.
+func appendSetAndOrder(dst []byte, m pcommon.Map) (enc []byte, size int) {
 	n := m.Len()
 	if n == 0 {
-		return Set{}, ""
+		return dst, 0
 	}
-	var buf [encScratch]byte
 	var ob [inlineAttrs]int
 	offs := ob[:0]
 	if n > inlineAttrs {
 		offs = make([]int, 0, n)
 	}
 	offs = offs[:n]
-	enc, ordered := appendMap(buf[:0], m, offs)
-	size := len(enc)
+	base := len(dst)
+	enc, ordered := appendMap(dst, m, offs)
+	size = len(enc) - base
 	if ordered && size <= 0xFFFF {
 		for _, o := range offs {
-			enc = binary.LittleEndian.AppendUint16(enc, uint16(o))
+			enc = binary.LittleEndian.AppendUint16(enc, uint16(o-base))
 		}
 	}
-	all := string(enc)
-	return Set{enc: all[:size]}, all[size:]
+	return enc, size
 }
 
 // orderOf is setAndOrder's table for a Set built elsewhere (Cache.Add): an
