@@ -119,8 +119,10 @@ func newStreamsProcessor(tb testing.TB, hist bool, batches int) (*cumulativeProc
 }
 
 // TestNewStreamAllocations: creating a stream (identity, cache entry, state)
-// costs at most 2 allocations, amortised over batches of 1,000 new streams
+// costs at most one allocation, amortised over batches of 1,000 new streams
 // into a processor that already holds some (so map growth counts too).
+// Issue 15 asks for at most 2; the slabs hold it at 0.2 (sums) and 0.3
+// (histograms), so a limit of 1 catches any new per-stream allocation.
 // Allocation counts are deterministic; times are not asserted anywhere.
 func TestNewStreamAllocations(t *testing.T) {
 	for _, tc := range []struct {
@@ -128,9 +130,9 @@ func TestNewStreamAllocations(t *testing.T) {
 		hist  bool
 		limit float64
 	}{
-		{"sum", false, 2},
+		{"sum", false, 1},
 		// A histogram's state and buckets come from the shard's slabs too.
-		{"histogram", true, 2},
+		{"histogram", true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const runs = 20
