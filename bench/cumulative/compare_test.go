@@ -9,16 +9,19 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/processor/deltatocumulativeprocessor"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
@@ -30,6 +33,7 @@ import (
 var (
 	streamsFlag = flag.Int("streams", 100_000, "streams per workload")
 	roundsFlag  = flag.Int("rounds", 10, "measured replays of every stream")
+	createsFlag = flag.Int("creations", 3, "measured creations of every stream (a new processor each, peers interleaved; the median is reported)")
 )
 
 const (
@@ -227,6 +231,7 @@ func allocs() uint64 {
 // result is one row of the table.
 type result struct {
 	nsPerPoint     float64
+	cpuNsPerPoint  float64
 	allocsPerPoint float64
 	bytesPerStream float64
 	exact          bool
@@ -244,7 +249,7 @@ func runSingle(t *testing.T, pr peer, w *workload, streams, rounds int) result {
 	chk := &checker{w: w}
 	p := start(t, pr.factory, chk)
 	ctx := context.Background()
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	var allocated uint64
 	for round := range int64(rounds + 2) {
 		last := round == int64(rounds+1)
@@ -254,12 +259,13 @@ func runSingle(t *testing.T, pr peer, w *workload, streams, rounds int) result {
 		}
 		for _, md := range batches {
 			w.reset(md, round)
-			a0, t0 := allocs(), time.Now()
+			a0, c0, t0 := allocs(), cpuTime(), time.Now()
 			if err := p.ConsumeMetrics(ctx, md); err != nil {
 				t.Fatal(err)
 			}
 			if round > 0 && !last { // round 0 creates streams; the last one checks
 				elapsed += time.Since(t0)
+				cpu += cpuTime() - c0
 				allocated += allocs() - a0
 			}
 		}
@@ -272,10 +278,105 @@ func runSingle(t *testing.T, pr peer, w *workload, streams, rounds int) result {
 	n := float64(streams * rounds)
 	return result{
 		nsPerPoint:     float64(elapsed.Nanoseconds()) / n,
+		cpuNsPerPoint:  float64(cpu.Nanoseconds()) / n,
 		allocsPerPoint: float64(allocated) / n,
 		bytesPerStream: retained,
 		exact:          chk.points.Load() == int64(streams) && chk.wrong.Load() == 0,
 	}
+}
+
+// creation is one measurement of stream creation.
+type creation struct {
+	nsPerPoint      float64
+	cpuNsPerPoint   float64
+	allocsPerStream float64
+}
+
+// cpuTime is the CPU time (user + system) of the whole process so far, all
+// threads: the processor's work plus the garbage collection it causes. On a
+// shared machine it is far steadier than wall time, which also counts the
+// time other processes hold the cores.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runCreate feeds every stream's first point to a new processor, from one
+// goroutine: every point creates a stream. It times only ConsumeMetrics
+// and counts the allocations made inside it.
+func runCreate(t *testing.T, pr peer, w *workload, streams int) creation {
+	batches := make([]pmetric.Metrics, streams/batchSize)
+	for i := range batches {
+		batches[i] = w.build(i*batchSize, batchSize)
+		w.reset(batches[i], 0)
+	}
+	// Not start: its cleanup would keep every creation run's processor
+	// alive until the test ends, and their heap would slow the later runs'
+	// garbage collection.
+	set := processortest.NewNopSettings(pr.factory.Type())
+	p, err := pr.factory.CreateMetrics(context.Background(), set, pr.factory.CreateDefaultConfig(), consumertest.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	runtime.GC() // the batches' garbage is not the processor's to collect
+	ctx := context.Background()
+	var elapsed, cpu time.Duration
+	var allocated uint64
+	for _, md := range batches {
+		a0, c0, t0 := allocs(), cpuTime(), time.Now()
+		if err := p.ConsumeMetrics(ctx, md); err != nil {
+			t.Fatal(err)
+		}
+		elapsed += time.Since(t0)
+		cpu += cpuTime() - c0
+		allocated += allocs() - a0
+	}
+	return creation{
+		nsPerPoint:      float64(elapsed.Nanoseconds()) / float64(streams),
+		cpuNsPerPoint:   float64(cpu.Nanoseconds()) / float64(streams),
+		allocsPerStream: float64(allocated) / float64(streams),
+	}
+}
+
+// medianCreation runs runCreate n times per peer, the peers interleaved
+// (so a change in the machine's load hits both alike), and returns each
+// peer's median of each column.
+func medianCreation(t *testing.T, w *workload, streams, n int) [2]creation {
+	var runs [2][]creation
+	for range n {
+		for i, pr := range peers {
+			runs[i] = append(runs[i], runCreate(t, pr, w, streams))
+		}
+	}
+	var med [2]creation
+	for i, r := range runs {
+		med[i] = creation{
+			nsPerPoint:      median(r, func(c creation) float64 { return c.nsPerPoint }),
+			cpuNsPerPoint:   median(r, func(c creation) float64 { return c.cpuNsPerPoint }),
+			allocsPerStream: median(r, func(c creation) float64 { return c.allocsPerStream }),
+		}
+	}
+	return med
+}
+
+func median(runs []creation, of func(creation) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = of(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // runParallel feeds 4 goroutines. Disjoint: each owns a quarter of the
@@ -347,19 +448,34 @@ func runParallel(t *testing.T, pr peer, w *workload, streams, rounds int, overla
 	return float64(elapsed.Nanoseconds()) / float64(points), exact
 }
 
-// TestCompare prints the comparison table. Run (a few minutes on 2 cores):
+// TestCompare prints the comparison tables: stream creation, then the
+// steady state. Run (a few minutes on 2 cores):
 //
 //	cd bench/cumulative && go test -run TestCompare -v -timeout 30m .
 func TestCompare(t *testing.T) {
-	streams, rounds := *streamsFlag, *roundsFlag
+	streams, rounds, creations := *streamsFlag, *roundsFlag, *createsFlag
 	// The 4-goroutine runs split the batches evenly: a remainder would leave
 	// streams unfed and the exactness check would (rightly) fail.
-	if streams%(4*batchSize) != 0 || streams <= 0 || rounds <= 0 {
-		t.Fatalf("-streams must be a positive multiple of %d and -rounds positive; got %d and %d", 4*batchSize, streams, rounds)
+	if streams%(4*batchSize) != 0 || streams <= 0 || rounds <= 0 || creations <= 0 {
+		t.Fatalf("-streams must be a positive multiple of %d, -rounds and -creations positive; got %d, %d and %d",
+			4*batchSize, streams, rounds, creations)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d streams, batches of %d delta points, %d measured rounds, GOMAXPROCS=%d\n\n", streams, batchSize, rounds, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(&b, "%-24s %-12s %11s %11s %13s %13s %16s %16s %6s\n", "workload", "processor", "ns/point", "Mpoints/s", "allocs/point", "bytes/stream", "4g disjoint ns", "4g overlap ns", "exact")
+	fmt.Fprintf(&b, "\n%d streams, batches of %d delta points, GOMAXPROCS=%d\n", streams, batchSize, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&b, "\nCreation: every point the first of its stream, new processor; median of %d runs per processor, interleaved\n\n", creations)
+	fmt.Fprintf(&b, "%-24s %-12s %11s %11s %13s %15s\n", "workload", "processor", "ns/point", "Mpoints/s", "cpu ns/point", "allocs/stream")
+	for _, w := range []*workload{&sums, &hists} {
+		c := medianCreation(t, w, streams, creations)
+		for i, pr := range peers {
+			fmt.Fprintf(&b, "%-24s %-12s %11.1f %11.3f %13.1f %15.2f\n", w.name, pr.name,
+				c[i].nsPerPoint, 1e3/c[i].nsPerPoint, c[i].cpuNsPerPoint, c[i].allocsPerStream)
+		}
+		fmt.Fprintf(&b, "%-24s %-12s %10.2fx %10.2fx %12.2fx %14.2fx\n", w.name, "ours/contrib", c[0].nsPerPoint/c[1].nsPerPoint,
+			c[1].nsPerPoint/c[0].nsPerPoint, c[0].cpuNsPerPoint/c[1].cpuNsPerPoint, c[0].allocsPerStream/c[1].allocsPerStream)
+	}
+	fmt.Fprintf(&b, "\nSteady state: every stream replayed %d times after its creation round\n\n", rounds)
+	fmt.Fprintf(&b, "%-24s %-12s %11s %11s %13s %13s %13s %16s %16s %6s\n", "workload", "processor", "ns/point", "Mpoints/s",
+		"cpu ns/point", "allocs/point", "bytes/stream", "4g disjoint ns", "4g overlap ns", "exact")
 	for _, w := range []*workload{&sums, &hists} {
 		var rows [2]result
 		var par [2][2]float64
@@ -369,15 +485,19 @@ func TestCompare(t *testing.T) {
 			o, _ := runParallel(t, pr, w, streams, rounds/2+1, true)
 			par[i] = [2]float64{d, o}
 			r := rows[i]
-			fmt.Fprintf(&b, "%-24s %-12s %11.1f %11.2f %13.4f %13.0f %16.1f %16.1f %6v\n", w.name, pr.name,
-				r.nsPerPoint, 1e3/r.nsPerPoint, r.allocsPerPoint, r.bytesPerStream, d, o, r.exact && exactD)
+			fmt.Fprintf(&b, "%-24s %-12s %11.1f %11.3f %13.1f %13.4f %13.0f %16.1f %16.1f %6v\n", w.name, pr.name,
+				r.nsPerPoint, 1e3/r.nsPerPoint, r.cpuNsPerPoint, r.allocsPerPoint, r.bytesPerStream, d, o, r.exact && exactD)
 			if !r.exact || !exactD {
 				t.Errorf("%s %s: cumulative totals not exact", w.name, pr.name)
 			}
 		}
-		fmt.Fprintf(&b, "%-24s %-12s %10.2fx %11s %13s %12.2fx %15.2fx %15.2fx\n", w.name, "ratio", rows[1].nsPerPoint/rows[0].nsPerPoint, "",
-			"", rows[1].bytesPerStream/rows[0].bytesPerStream, par[1][0]/par[0][0], par[1][1]/par[0][1])
+		fmt.Fprintf(&b, "%-24s %-12s %10.2fx %10.2fx %12.2fx %12.4fx %12.2fx %15.2fx %15.2fx\n", w.name, "ours/contrib",
+			rows[0].nsPerPoint/rows[1].nsPerPoint, rows[1].nsPerPoint/rows[0].nsPerPoint, rows[0].cpuNsPerPoint/rows[1].cpuNsPerPoint,
+			rows[0].allocsPerPoint/rows[1].allocsPerPoint,
+			rows[0].bytesPerStream/rows[1].bytesPerStream, par[0][0]/par[1][0], par[0][1]/par[1][1])
 	}
-	b.WriteString("\nratio = contrib / otelgateway (higher is better for otelgateway); 4g = 4 goroutines, wall ns per point incl. batch resets\n")
+	b.WriteString("\nours/contrib: each column's ratio as is (Mpoints/s above 1x, the others below 1x favour otelgateway); " +
+		"ns/point is wall time, cpu ns/point the process's CPU time (GC included); " +
+		"4g = 4 goroutines, wall ns per point incl. batch resets\n")
 	t.Log(b.String())
 }

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -33,13 +34,99 @@ const ways = 4
 // next caller a slow path (canonicalise, look up the owner) and nothing else:
 // never a value, a start time or whether a series exists.
 //
+// Allocation: a miss carves its entry and its Set's encoding (with the
+// order table) from slabs (carve), so it allocates only a fraction of a
+// chunk.
+//
 // Concurrency: all methods are safe for concurrent use. Get takes no lock and
-// does not allocate. Add, Delete and the miss path of GetOrCreate take the
-// locks of the key's two sets only, in address order.
+// does not allocate. Add, Delete and the miss path of GetOrCreate (Create)
+// take the locks of the key's two sets only (a lock guards every 1,024th
+// set), in lock index order; Add and Create also one of 64 slab locks,
+// briefly, to carve the entry.
 type Cache[V comparable] struct {
 	sets  []cacheSet[V]
-	locks []setLock // locks[i] guards the writers of sets[i]
+	locks []setLock // locks[i&lockMask] guards the writers of sets[i]
 	mask  uint64
+	// lockMask maps a set to its lock: at most maxLocks locks (16 KiB),
+	// so that the miss path finds them in the CPU cache instead of
+	// touching two more cold lines of a per-set lock array.
+	lockMask uint64
+	slabs    [slabStripes]entrySlab[V]
+}
+
+// slabStripes, slabChunk and bytesChunk shape the slabs new keys are carved
+// from: a miss takes one of 64 stripe locks (by set), never a cache-wide
+// one; a stripe allocates 16 entries at a time, and 4 KiB of encodings (about
+// 25 Sets of 6 attributes with their order tables).
+//
+// Why slabs: an entry and a Set per new key were two allocations of every
+// new series. The price is retention: a chunk stays alive while anything
+// carved from it is referenced (a cached entry, or the caller's copy of a
+// Set), so keys that churn (evictions, expiry) can keep dead neighbours
+// alive beside a live one: at most 15 entries (56 bytes each) and 4 KiB of
+// encodings. The chunks are small to keep that bounded next to the series
+// state the caller keeps per key; a Set over a quarter of a chunk gets its
+// own allocation.
+const (
+	slabStripes = 64
+	slabChunk   = 16
+	bytesChunk  = 4096
+)
+
+// entrySlab hands out entries and encoding bytes from chunks.
+type entrySlab[V comparable] struct {
+	mu    sync.Mutex
+	free  []entry[V]
+	bytes []byte
+	_     [64 - 8 - 24 - 24]byte // keeps two stripes' locks off one cache line
+}
+
+// entry returns a new zero entry. The caller holds s.mu.
+func (s *entrySlab[V]) entry() *entry[V] {
+	if len(s.free) == 0 {
+		s.free = make([]entry[V], slabChunk)
+	}
+	e := &s.free[0]
+	s.free = s.free[1:]
+	return e
+}
+
+// newEntry returns a new entry, from the slab of set a's stripe.
+func (c *Cache[V]) newEntry(a uint64, ns, h uint64, set Set, order string, v V) *entry[V] {
+	s := &c.slabs[a%slabStripes]
+	s.mu.Lock()
+	e := s.entry()
+	s.mu.Unlock()
+	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	return e
+}
+
+// carve returns a new zero entry and a copy of enc, a Set's encoding (size
+// bytes) and its order table (appendSetAndOrder), from the slabs of set
+// a's stripe, under one lock. The copy is never written again, which is
+// what makes the strings over it immutable.
+func (c *Cache[V]) carve(a uint64, enc []byte, size int) (*entry[V], Set, string) {
+	s := &c.slabs[a%slabStripes]
+	s.mu.Lock()
+	e := s.entry()
+	if len(enc) == 0 {
+		s.mu.Unlock()
+		return e, Set{}, ""
+	}
+	var b []byte
+	if len(enc) > bytesChunk/4 {
+		b = make([]byte, len(enc))
+	} else {
+		if len(s.bytes) < len(enc) {
+			s.bytes = make([]byte, bytesChunk)
+		}
+		b = s.bytes[:len(enc):len(enc)]
+		s.bytes = s.bytes[len(enc):]
+	}
+	s.mu.Unlock()
+	copy(b, enc)
+	all := unsafe.String(unsafe.SliceData(b), len(b))
+	return e, Set{enc: all[:size]}, all[size:]
 }
 
 // cacheSet is exactly one 64-byte cache line, so a probe reads one line
@@ -55,18 +142,18 @@ type cacheSet[V comparable] struct {
 // apart from the sets so writers do not dirty the lines readers probe.
 type setLock struct {
 	mu   sync.Mutex
-	next uint32 // round-robin victim, guarded by mu
+	next uint32 // round-robin victim of its sets, guarded by mu
 }
 
 type entry[V comparable] struct {
 	ns, h uint64
 	set   Set
-	// fast lists the attributes in the order of the map the entry was added
-	// with (Set.fastOf): sources keep their order, so most hits compare
-	// strings in one pass instead of decoding the set. Nil when an attribute
-	// is not a scalar.
-	fast []fastAttr
-	v    V
+	// order is the order table of the map the entry was added with
+	// (setAndOrder, sharing set's allocation): sources keep their order, so
+	// most hits compare each attribute in place, in one pass, instead of
+	// looking each up. Empty when an attribute is not a scalar.
+	order string
+	v     V
 }
 
 // matches reports whether e is the entry of (ns, attrs).
@@ -74,8 +161,8 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 	if e.h != h || e.ns != ns {
 		return false
 	}
-	if e.fast != nil {
-		if eq, sure := equalFast(e.fast, attrs); sure {
+	if e.order != "" {
+		if eq, sure := e.set.equalOrdered(e.order, attrs); sure {
 			return eq
 		}
 	}
@@ -86,7 +173,21 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 func NewCache[V comparable](capacity int) *Cache[V] {
 	n := max(1, (capacity+ways-1)/ways)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
-	return &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, n), mask: uint64(n - 1)}
+	nl := min(n, maxLocks)
+	c := &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
+	c.prefault()
+	return c
+}
+
+// prefault writes one word of every page of the sets, so the pages are
+// mapped now, by the constructor, and not by page faults while the first
+// series arrive (a large allocation can come straight from the OS,
+// unmapped; 200k entries are 3.2 MB, 800 pages).
+func (c *Cache[V]) prefault() {
+	const perPage = 4096 / 64 // sets are one cache line each
+	for i := 0; i < len(c.sets); i += perPage {
+		c.sets[i].hashes[0].Store(0)
+	}
 }
 
 // Capacity returns the number of entries the cache can hold.
@@ -101,19 +202,31 @@ func (c *Cache[V]) pair(ns, h uint64) (a, b uint64) {
 	return k & c.mask, (k >> 32) & c.mask
 }
 
-// lock locks the writers of sets a and b in index order, so two writers
-// never deadlock, and returns the unlock.
-func (c *Cache[V]) lock(a, b uint64) func() {
-	if a == b {
-		c.locks[a].mu.Lock()
-		return c.locks[a].mu.Unlock
-	}
+// maxLocks bounds the writer locks; a power of two. Writers are the miss
+// path only, so 1,024 stripes keep them from meeting.
+const maxLocks = 1024
+
+// lock locks the writers of sets a and b in lock index order, so two
+// writers never deadlock. (Not a returned unlock closure: that was an allocation
+// per miss.)
+func (c *Cache[V]) lock(a, b uint64) {
+	a, b = a&c.lockMask, b&c.lockMask
 	if a > b {
 		a, b = b, a
 	}
 	c.locks[a].mu.Lock()
-	c.locks[b].mu.Lock()
-	return func() { c.locks[b].mu.Unlock(); c.locks[a].mu.Unlock() }
+	if b != a {
+		c.locks[b].mu.Lock()
+	}
+}
+
+// unlock undoes lock(a, b).
+func (c *Cache[V]) unlock(a, b uint64) {
+	a, b = a&c.lockMask, b&c.lockMask
+	if b != a {
+		c.locks[b].mu.Unlock()
+	}
+	c.locks[a].mu.Unlock()
 }
 
 func (s *cacheSet[V]) find(ns, h uint64, attrs pcommon.Map) *entry[V] {
@@ -185,9 +298,11 @@ func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
 //   - true: both candidate sets were full and the round-robin victim of the
 //     first, a different key, was evicted.
 func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
-	e := &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v}
+	order := set.orderOf(attrs)
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	e := c.newEntry(a, ns, h, set, order, v)
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	return c.addLocked(a, b, e)
 }
 
@@ -215,7 +330,7 @@ func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
 		sb.store(ib, e)
 		return false
 	}
-	l := &c.locks[a]
+	l := &c.locks[a&c.lockMask]
 	victim := int(l.next % ways)
 	l.next++
 	sa.store(victim, e)
@@ -240,8 +355,17 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if v, ok := c.Get(ns, h, attrs); ok {
 		return v, true, false
 	}
+	return c.Create(ns, h, attrs, create)
+}
+
+// Create is GetOrCreate for a caller whose Get has just missed: it goes
+// straight to the locked re-probe, so a miss probes the two sets once
+// without the locks instead of twice. Return values and concurrency are
+// GetOrCreate's (hit: another caller added the key meanwhile).
+func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	// Re-probe under the locks: another miss for the same key may have
 	// added it between our Get and the Lock.
 	if e := c.sets[a].find(ns, h, attrs); e != nil {
@@ -250,9 +374,12 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if e := c.sets[b].find(ns, h, attrs); e != nil {
 		return e.v, true, false
 	}
-	set := SetOf(attrs)
+	var buf [encScratch]byte
+	enc, size := appendSetAndOrder(buf[:0], attrs)
+	e, set, order := c.carve(a, enc, size)
 	v = create(set)
-	return v, false, c.addLocked(a, b, &entry[V]{ns: ns, h: h, set: set, fast: set.fastOf(attrs), v: v})
+	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	return v, false, c.addLocked(a, b, e)
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports
@@ -260,7 +387,8 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 // from removing the entry of a newer handle added for the same key.
 func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
 	a, b := c.pair(ns, h)
-	defer c.lock(a, b)()
+	c.lock(a, b)
+	defer c.unlock(a, b)
 	for _, s := range [2]*cacheSet[V]{&c.sets[a], &c.sets[b]} {
 		for i := range s.slots {
 			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {

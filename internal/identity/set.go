@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -47,13 +48,15 @@ const (
 	tagMap
 )
 
-// SetOf returns the canonical Set of m. It sorts and allocates: call it on a
-// cache miss, never per point.
+// SetOf returns the canonical Set of m. It sorts and allocates once (the
+// encoding): call it on a cache miss, never per point.
 func SetOf(m pcommon.Map) Set {
 	if m.Len() == 0 {
 		return Set{}
 	}
-	return Set{enc: string(appendMap(nil, m))}
+	var buf [encScratch]byte
+	enc, _ := appendMap(buf[:0], m, nil)
+	return Set{enc: string(enc)}
 }
 
 // String returns the encoding itself (binary, not for display). It is meant
@@ -66,41 +69,94 @@ func (s Set) Len() int {
 	return d.uvarint()
 }
 
-func appendMap(dst []byte, m pcommon.Map) []byte {
-	keys := make([]string, 0, m.Len())
-	for k := range m.All() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+// encScratch is the stack space an encoding is built in before its one
+// copy to the heap: 6 gateway attributes take about 150 bytes.
+const encScratch = 512
+
+// inlineAttrs is how many entries a map may have for appendMap to sort
+// them in stack space: more than a real point carries, so the only
+// allocation of a new Set is its encoding.
+const inlineAttrs = 32
+
+// appendMap appends the encoding of m. When offs is not nil (len m.Len()),
+// offs[i] is set to the position in dst of the i-th entry of m in m's own
+// order, and ordered reports whether those entries can be compared in
+// place (setAndOrder): every value a scalar other than bytes, every key and
+// string value shorter than 128 bytes (a one-byte length), no key twice.
+//
+// It is not recursive, and nested values are encoded apart (appendNested):
+// escape analysis moves the arguments of a recursive function to the heap,
+// which would cost every new Set the stack buffer its encoding is built in.
+func appendMap(dst []byte, m pcommon.Map, offs []int) (enc []byte, ordered bool) {
+	var sc sortScratch
+	keys, vals, perm := sc.sorted(m)
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
-	for i, k := range keys {
-		// A duplicated key appears once per occurrence; Get returns the first
-		// value, so take the n-th occurrence's value for the n-th copy.
-		v := nthValue(m, k, countBefore(keys, i))
+	ordered = offs != nil
+	for j, i := range perm {
+		k, v := keys[i], vals[i]
+		if offs != nil {
+			offs[i] = len(dst)
+			ordered = ordered && len(k) < 0x80 && orderable(v) && (j == 0 || k != keys[perm[j-1]])
+		}
 		dst = appendString(dst, k)
-		dst = appendValue(dst, v)
-	}
-	return dst
-}
-
-func countBefore(keys []string, i int) int {
-	n := 0
-	for j := i - 1; j >= 0 && keys[j] == keys[i]; j-- {
-		n++
-	}
-	return n
-}
-
-func nthValue(m pcommon.Map, key string, n int) pcommon.Value {
-	for k, v := range m.All() {
-		if k == key {
-			if n == 0 {
-				return v
-			}
-			n--
+		if isScalar(v.Type()) {
+			dst = appendScalar(dst, v)
+		} else {
+			dst = append(dst, appendNested(nil, v)...)
 		}
 	}
-	return pcommon.NewValueEmpty()
+	return dst, ordered
+}
+
+// orderable reports whether equalOrdered can compare v in place.
+func orderable(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return len(v.Str()) < 0x80
+	case pcommon.ValueTypeInt, pcommon.ValueTypeDouble, pcommon.ValueTypeBool:
+		return true
+	default:
+		return false
+	}
+}
+
+// sortScratch is the stack space of a map's entries while they are sorted.
+type sortScratch struct {
+	keys [inlineAttrs]string
+	vals [inlineAttrs]pcommon.Value
+	perm [inlineAttrs]int32
+}
+
+// sorted returns m's keys and values in m's order, and perm, the indices
+// into them sorted by key. Stable: a duplicated key (invalid OTLP) appears
+// once per occurrence, the n-th copy with the n-th occurrence's value. The
+// slices are sc's arrays unless m has more than inlineAttrs entries.
+func (sc *sortScratch) sorted(m pcommon.Map) ([]string, []pcommon.Value, []int32) {
+	keys, vals, perm := sc.keys[:0], sc.vals[:0], sc.perm[:0]
+	if n := m.Len(); n > inlineAttrs {
+		keys, vals, perm = make([]string, 0, n), make([]pcommon.Value, 0, n), make([]int32, 0, n)
+	}
+	for k, v := range m.All() {
+		perm = append(perm, int32(len(keys)))
+		keys = append(keys, k)
+		vals = append(vals, v)
+	}
+	sortByKey(perm, keys)
+	return keys, vals, perm
+}
+
+// sortByKey sorts perm, indices into keys, by key, stably. Insertion sort
+// for the handful of attributes a point has (no closure, no allocation).
+func sortByKey(perm []int32, keys []string) {
+	if len(perm) > inlineAttrs {
+		slices.SortStableFunc(perm, func(a, b int32) int { return strings.Compare(keys[a], keys[b]) })
+		return
+	}
+	for i := 1; i < len(perm); i++ {
+		for j := i; j > 0 && keys[perm[j]] < keys[perm[j-1]]; j-- {
+			perm[j], perm[j-1] = perm[j-1], perm[j]
+		}
+	}
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -108,7 +164,12 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-func appendValue(dst []byte, v pcommon.Value) []byte {
+func isScalar(t pcommon.ValueType) bool {
+	return t != pcommon.ValueTypeSlice && t != pcommon.ValueTypeMap
+}
+
+// appendScalar appends a value that is not a slice or a map.
+func appendScalar(dst []byte, v pcommon.Value) []byte {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
 		return appendString(append(dst, tagStr), v.Str())
@@ -124,17 +185,32 @@ func appendValue(dst []byte, v pcommon.Value) []byte {
 	case pcommon.ValueTypeBytes:
 		dst = binary.AppendUvarint(append(dst, tagBytes), uint64(v.Bytes().Len()))
 		return append(dst, v.Bytes().AsRaw()...)
+	default:
+		return append(dst, tagEmpty)
+	}
+}
+
+// appendNested appends any value, slices and maps recursively (allocating
+// as it goes: nested attributes are rare in metrics).
+func appendNested(dst []byte, v pcommon.Value) []byte {
+	switch v.Type() {
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
 		dst = binary.AppendUvarint(append(dst, tagSlice), uint64(s.Len()))
 		for i := 0; i < s.Len(); i++ {
-			dst = appendValue(dst, s.At(i))
+			dst = appendNested(dst, s.At(i))
 		}
 		return dst
 	case pcommon.ValueTypeMap:
-		return appendMap(append(dst, tagMap), v.Map())
+		var sc sortScratch
+		keys, vals, perm := sc.sorted(v.Map())
+		dst = binary.AppendUvarint(append(dst, tagMap), uint64(len(keys)))
+		for _, i := range perm {
+			dst = appendNested(appendString(dst, keys[i]), vals[i])
+		}
+		return dst
 	default:
-		return append(dst, tagEmpty)
+		return appendScalar(dst, v)
 	}
 }
 
@@ -347,81 +423,94 @@ func (d *decoder) decodeValue(v pcommon.Value) {
 	}
 }
 
-// fastAttr is one attribute of a Set as substrings of the Set's encoding:
-// its key and its scalar value (a string's bytes, 8 little-endian bytes of an
-// int or double, 1 byte of a bool), so a cache hit compares strings instead
-// of decoding.
-type fastAttr struct {
-	key, val string
-	tag      byte
+// setAndOrder returns the Set of m and its order table, in one allocation:
+// the table is 2 bytes per entry of m, in m's order, each the offset
+// (little-endian) of that entry in the Set's encoding, so that a cache hit
+// from a source that keeps its attribute order compares each attribute in
+// place (equalOrdered) instead of looking it up in m.
+//
+// The table is empty, and the caller falls back to Equal, when an entry is
+// not a scalar (string, int, double, bool), when a key is duplicated (such
+// a map never equals its Set), or when the encoding is beyond 64 KiB.
+// Lifetime: the table shares the Set's memory; both are immutable.
+func setAndOrder(m pcommon.Map) (Set, string) {
+	var buf [encScratch]byte
+	enc, size := appendSetAndOrder(buf[:0], m)
+	all := string(enc)
+	return Set{enc: all[:size]}, all[size:]
 }
 
-// fastOf lists the attributes of s in the order m has them (m must equal s),
-// for equalFast. It returns nil when an attribute is not a scalar: such sets
-// are compared with Equal. Slow path only.
-func (s Set) fastOf(m pcommon.Map) []fastAttr {
-	if !s.Equal(m) {
-		return nil
+// appendSetAndOrder appends the encoding of m's Set (size bytes) and then
+// its order table (see setAndOrder), for the caller to copy into memory of
+// its choosing.
+func appendSetAndOrder(dst []byte, m pcommon.Map) (enc []byte, size int) {
+	n := m.Len()
+	if n == 0 {
+		return dst, 0
 	}
-	offs := make(map[string]int, m.Len())
-	d := decoder{s: s.enc}
-	n := d.uvarint()
-	for range n {
-		at := d.i
-		offs[d.str()] = at
-		d.skipValue()
+	var ob [inlineAttrs]int
+	offs := ob[:0]
+	if n > inlineAttrs {
+		offs = make([]int, 0, n)
 	}
-	fast := make([]fastAttr, 0, m.Len())
-	for k := range m.All() {
-		d.i = offs[k]
-		key := d.str()
-		tag := d.byte()
-		var val string
-		switch tag {
-		case tagStr:
-			val = d.str()
-		case tagInt, tagDouble:
-			val = s.enc[d.i : d.i+8]
-		case tagBool:
-			val = s.enc[d.i : d.i+1]
-		default:
-			return nil
+	offs = offs[:n]
+	base := len(dst)
+	enc, ordered := appendMap(dst, m, offs)
+	size = len(enc) - base
+	if ordered && size <= 0xFFFF {
+		for _, o := range offs {
+			enc = binary.LittleEndian.AppendUint16(enc, uint16(o-base))
 		}
-		fast = append(fast, fastAttr{key: key, val: val, tag: tag})
 	}
-	return fast
+	return enc, size
 }
 
-// equalFast is Equal for a map whose entries come in the order fastOf
-// recorded: one pass of string comparisons. It reports (equal, sure); when a
-// key is not where the order says (the source reordered its attributes),
-// sure is false and the caller falls back to Equal.
-func equalFast(fast []fastAttr, m pcommon.Map) (equal, sure bool) {
-	if len(fast) != m.Len() {
-		return false, true // fast lists every attribute of the set
+// orderOf is setAndOrder's table for a Set built elsewhere (Cache.Add): an
+// extra allocation, on a path that is rare.
+func (s Set) orderOf(m pcommon.Map) string {
+	if t, order := setAndOrder(m); t == s {
+		return order
 	}
+	return ""
+}
+
+// equalOrdered is Equal for a map whose entries come in the order the
+// table records: one pass, each attribute compared in place. It reports
+// (equal, sure); when a key is not where the table says (the source
+// reordered its attributes), sure is false and the caller falls back to
+// Equal. The table's entries are as appendMap checked: scalars with
+// one-byte lengths.
+func (s Set) equalOrdered(order string, m pcommon.Map) (equal, sure bool) {
+	if len(order) != 2*m.Len() {
+		return false, true // the table lists every entry of the set
+	}
+	enc := s.enc
 	i := 0
 	for k, v := range m.All() {
-		f := &fast[i]
-		i++
-		if f.key != k {
+		p := int(order[i]) | int(order[i+1])<<8
+		i += 2
+		n := int(enc[p])
+		p++
+		if enc[p:p+n] != k {
 			return false, false
 		}
-		switch f.tag {
+		p += n
+		switch enc[p] {
 		case tagStr:
-			if v.Type() != pcommon.ValueTypeStr || v.Str() != f.val {
+			n = int(enc[p+1])
+			if v.Type() != pcommon.ValueTypeStr || v.Str() != enc[p+2:p+2+n] {
 				return false, true
 			}
 		case tagInt:
-			if v.Type() != pcommon.ValueTypeInt || uint64(v.Int()) != le64s(f.val) {
+			if v.Type() != pcommon.ValueTypeInt || uint64(v.Int()) != le64s(enc[p+1:p+9]) {
 				return false, true
 			}
 		case tagDouble:
-			if v.Type() != pcommon.ValueTypeDouble || math.Float64bits(v.Double()) != le64s(f.val) {
+			if v.Type() != pcommon.ValueTypeDouble || math.Float64bits(v.Double()) != le64s(enc[p+1:p+9]) {
 				return false, true
 			}
 		case tagBool:
-			if v.Type() != pcommon.ValueTypeBool || (f.val[0] == 1) != v.Bool() {
+			if v.Type() != pcommon.ValueTypeBool || (enc[p+1] == 1) != v.Bool() {
 				return false, true
 			}
 		}

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -105,26 +106,28 @@ func TestSetEqualDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func TestEqualFast(t *testing.T) {
+func TestEqualOrdered(t *testing.T) {
 	m := pcommon.NewMap()
 	m.PutStr("route", "/a")
 	m.PutInt("code", 200)
 	m.PutDouble("ratio", 0.5)
 	m.PutBool("ok", true)
-	s := SetOf(m)
-	fast := s.fastOf(m)
-	if len(fast) != 4 {
-		t.Fatalf("fastOf listed %d attributes, want 4", len(fast))
+	s, order := setAndOrder(m)
+	if s != SetOf(m) {
+		t.Fatal("setAndOrder's Set differs from SetOf's")
 	}
-	if eq, sure := equalFast(fast, m); !eq || !sure {
-		t.Fatalf("equalFast(same) = %v, %v; want true, true", eq, sure)
+	if len(order) != 2*4 {
+		t.Fatalf("order table of %d bytes, want 2 per attribute (8)", len(order))
+	}
+	if eq, sure := s.equalOrdered(order, m); !eq || !sure {
+		t.Fatalf("equalOrdered(same) = %v, %v; want true, true", eq, sure)
 	}
 	reordered := pcommon.NewMap()
 	reordered.PutInt("code", 200)
 	reordered.PutStr("route", "/a")
 	reordered.PutDouble("ratio", 0.5)
 	reordered.PutBool("ok", true)
-	if _, sure := equalFast(fast, reordered); sure {
+	if _, sure := s.equalOrdered(order, reordered); sure {
 		t.Fatal("another order was judged surely; it must fall back to Equal")
 	}
 	for name, mutate := range map[string]func(pcommon.Map){
@@ -137,13 +140,41 @@ func TestEqualFast(t *testing.T) {
 		c := pcommon.NewMap()
 		m.CopyTo(c)
 		mutate(c)
-		if eq, sure := equalFast(fast, c); eq || !sure {
-			t.Errorf("%s changed: equalFast = %v, %v; want false, true", name, eq, sure)
+		if eq, sure := s.equalOrdered(order, c); eq || !sure {
+			t.Errorf("%s changed: equalOrdered = %v, %v; want false, true", name, eq, sure)
 		}
 	}
 	nested := pcommon.NewMap()
 	nested.PutEmptySlice("tags").AppendEmpty().SetStr("x")
-	if f := SetOf(nested).fastOf(nested); f != nil {
-		t.Error("fastOf listed a non-scalar attribute")
+	if _, order := setAndOrder(nested); order != "" {
+		t.Error("a non-scalar attribute got an order table")
+	}
+	long := pcommon.NewMap()
+	long.PutStr("route", strings.Repeat("/a", 64)) // 128 bytes: a two-byte length
+	if _, order := setAndOrder(long); order != "" {
+		t.Error("a 128-byte value got an order table")
+	}
+	c := NewCache[int](4)
+	c.GetOrCreate(1, OfMap(long), long, func(Set) int { return 7 })
+	if v, ok := c.Get(1, OfMap(long), long); !ok || v != 7 {
+		t.Errorf("Get of a set without order table = %d, %v; want 7, true", v, ok)
+	}
+}
+
+// TestSetOfAllocatesOnce: the encoding is the only allocation of a new Set
+// (and of a Set with its order table).
+func TestSetOfAllocatesOnce(t *testing.T) {
+	m := pcommon.NewMap()
+	m.PutStr("http.route", "/api/v1/resource/42")
+	m.PutStr("http.request.method", "GET")
+	m.PutInt("http.response.status_code", 200)
+	m.PutStr("service.name", "kong")
+	m.PutStr("upstream", "backend-1")
+	m.PutStr("consumer", "tenant-3")
+	if n := testing.AllocsPerRun(100, func() { _ = SetOf(m) }); n != 1 {
+		t.Errorf("SetOf allocated %.1f times, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = setAndOrder(m) }); n != 1 {
+		t.Errorf("setAndOrder allocated %.1f times, want 1", n)
 	}
 }

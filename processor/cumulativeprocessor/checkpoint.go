@@ -193,7 +193,7 @@ func (p *cumulativeProcessor) encodeCheckpoint() []byte {
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
-		for _, s := range sh.streams {
+		for s := range sh.all() {
 			if !s.started {
 				continue
 			}
@@ -766,9 +766,9 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 			h = identity.OfMap(ss.attrs) // as overflowOf hashes it
 		}
 		sh := p.shardOf(d.id, h)
-		key := streamKey{metric: d.id, attrs: ss.set}
 		sh.mu.Lock()
-		if sh.streams[key] != nil {
+		old, head := sh.find(d.id, h, ss.set)
+		if old != nil {
 			sh.mu.Unlock()
 			continue // saved twice: cannot happen short of a bug; keep the first
 		}
@@ -777,7 +777,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 			skipped++
 			continue
 		}
-		s := &stream{shard: sh, desc: d, h: h, attrs: ss.set}
+		s := sh.newStream(d, h, ss.set)
 		s.overflow, s.started, s.isInt, s.fresh = ss.s.overflow, ss.s.started, ss.s.isInt, ss.s.fresh
 		s.start, s.last, s.winStart, s.seen = ss.s.start, ss.s.last, ss.s.winStart, ss.s.seen
 		s.i, s.f, s.prev, s.hist, s.exp = ss.s.i, ss.s.f, ss.s.prev, ss.s.hist, ss.s.exp
@@ -793,7 +793,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		if ss.s.dirty {
 			s.touch() // not emitted before the restart: at the next tick
 		}
-		sh.streams[key] = s
+		sh.insert(s, head)
 		sh.mu.Unlock()
 		installed++
 	}

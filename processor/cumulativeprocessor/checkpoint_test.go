@@ -104,7 +104,7 @@ func states(p *cumulativeProcessor) map[string]string {
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
-		for _, s := range sh.streams {
+		for s := range sh.all() {
 			d := s.desc
 			key := fmt.Sprintf("%q %q %q %q %q %s %s %v %v %q", d.resource.String(), d.scopeName, d.scopeVersion, d.scopeAttrs.String(),
 				d.name, d.unit, d.description, d.typ, d.monotonic, s.attrs.String())
@@ -265,7 +265,7 @@ func TestCheckpointLeavesOutStaleStreams(t *testing.T) {
 	for i := range a.shards {
 		sh := &a.shards[i]
 		sh.mu.Lock()
-		for _, s := range sh.streams {
+		for s := range sh.all() {
 			if strings.Contains(s.attrs.String(), "/a") {
 				s.seen = time.Now().Add(-a.cfg.MaxStale - time.Minute).UnixNano()
 			}

@@ -105,7 +105,7 @@ func TestPerBatchPointsKeepTheirExemplars(t *testing.T) {
 		}
 	}
 	for i := range p.shards {
-		for _, s := range p.shards[i].streams {
+		for s := range p.shards[i].all() {
 			if s.ex != nil {
 				t.Fatal("a per_batch stream allocated an exemplar store")
 			}

@@ -63,14 +63,13 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 		h, r = nil, boundsChanged
 	}
 	if h == nil {
-		// First point: copy its shape (the only allocation of the stream's
-		// life unless its bounds change).
+		// First point: copy its shape, into the shard's slabs (we hold its
+		// lock): the stream's state costs no allocation of its own.
 		n := bounds.Len() + 1
-		h = &histState{
-			bounds:  sharedBounds(s.desc, bounds),
-			counts:  make([]uint64, n, 2*n),
-			moments: startMoments(dp),
-		}
+		h = &s.shard.histSlab.take(1, histChunk)[0]
+		h.bounds = sharedBounds(s.desc, bounds)
+		h.counts = s.shard.countsSlab.take(2*n, countsChunk)[:n]
+		h.moments = startMoments(dp)
 		s.hist = h
 	}
 	h.count += dp.Count()

@@ -1,6 +1,7 @@
 package cumulativeprocessor
 
 import (
+	"iter"
 	"sync"
 	"sync/atomic"
 
@@ -47,20 +48,29 @@ type metricDesc struct {
 	seen atomic.Int64 // wall clock (unix nanos) of the last batch that named it
 }
 
-// streamKey is the exact identity of a stream in its shard's map.
+// streamKey is where a stream lives in its shard's map: its metric and its
+// attribute hash. Streams whose keys collide (two attribute sets with one
+// 64-bit hash) share the key and are chained through stream.next; the
+// exact identity is the Set, compared along the chain. Hashing 16 bytes,
+// not the attributes' encoding (~150 bytes for 6 attributes, hashed twice
+// per new stream: lookup, then insert), is much of what keeps creating a
+// stream cheap.
 type streamKey struct {
 	metric uint64 // metricDesc.id
-	attrs  identity.Set
+	h      uint64 // stream.h
 }
 
 // stream is the cumulative state of one delta stream. All fields but the
-// immutable ones (shard, desc, h, attrs, overflow) are guarded by shard.mu.
+// immutable ones (shard, desc, h, attrs) are guarded by shard.mu.
 type stream struct {
 	shard    *shard
 	desc     *metricDesc
 	h        uint64 // attribute hash, to delete the stream's cache entry
 	attrs    identity.Set
 	overflow bool // the otel.metric.overflow stream of desc
+	// next chains the streams of one streamKey (a hash collision); guarded
+	// by shard.mu, nil once the stream is removed.
+	next *stream
 
 	started bool
 	dead    bool // removed from the table (stale); cached pointers must re-resolve
@@ -102,8 +112,74 @@ type shard struct {
 	mu      sync.Mutex
 	streams map[streamKey]*stream
 	dirty   []*stream
+	// Where the shard's new streams and histogram states come from
+	// (slab.go).
+	streamSlab slab[stream]
+	histSlab   slab[histState]
+	countsSlab slab[uint64]
 	// pad keeps two shards' locks off one cache line.
-	_ [64 - 8 - 8 - 24]byte
+	_ [128 - 8 - 8 - 24 - 3*24]byte
+}
+
+// find returns the stream of (metric, h, attrs), or nil, and the head of
+// the key's chain (for insert). The caller holds sh.mu.
+func (sh *shard) find(metric, h uint64, attrs identity.Set) (s, head *stream) {
+	head = sh.streams[streamKey{metric, h}]
+	for s := head; s != nil; s = s.next {
+		if s.attrs == attrs {
+			return s, head
+		}
+	}
+	return nil, head
+}
+
+// insert adds s, which find has just not found, before head, the chain
+// find returned: one map write, no second lookup. The caller holds sh.mu
+// since that find.
+func (sh *shard) insert(s, head *stream) {
+	s.next = head
+	sh.streams[streamKey{s.desc.id, s.h}] = s
+}
+
+// all yields every stream of the shard. The caller holds sh.mu and does not
+// insert or remove while iterating.
+func (sh *shard) all() iter.Seq[*stream] {
+	return func(yield func(*stream) bool) {
+		for _, head := range sh.streams {
+			for s := head; s != nil; s = s.next {
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// removeIf unlinks the streams for which remove is true and appends them to
+// removed. The caller holds sh.mu.
+func (sh *shard) removeIf(remove func(*stream) bool, removed []*stream) []*stream {
+	for k, head := range sh.streams {
+		var kept *stream
+		changed := false
+		for s := head; s != nil; {
+			next := s.next
+			if remove(s) {
+				s.next = nil // a dead stream must not keep live ones reachable
+				removed = append(removed, s)
+				changed = true
+			} else {
+				s.next, kept = kept, s
+			}
+			s = next
+		}
+		switch {
+		case kept == nil:
+			delete(sh.streams, k)
+		case changed:
+			sh.streams[k] = kept
+		}
+	}
+	return removed
 }
 
 // metricTable finds the metricDesc of a metric, once per metric per batch.

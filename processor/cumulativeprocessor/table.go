@@ -177,11 +177,11 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 	}
 }
 
-// resolve is the miss path: canonicalise once, find or create the stream,
-// cache it. Concurrent first misses converge in the cache (one create per
-// key) and, after evictions, in the shard map.
+// resolve is the miss path (the cache's Get has missed): canonicalise once,
+// find or create the stream, cache it. Concurrent first misses converge in
+// the cache (one create per key) and, after evictions, in the shard map.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) *stream {
-	s, _, evicted := p.cache.GetOrCreate(d.id, h, attrs, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.Create(d.id, h, attrs, func(set identity.Set) *stream {
 		return p.lookupOrCreate(d, h, set, now, c)
 	})
 	if evicted {
@@ -195,15 +195,16 @@ func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map
 // otherwise. Idempotent: the same key always yields the same live stream.
 func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
 	sh := p.shardOf(d.id, h)
-	key := streamKey{metric: d.id, attrs: set}
 	sh.mu.Lock()
-	if s := sh.streams[key]; s != nil {
+	s, head := sh.find(d.id, h, set)
+	if s != nil {
 		sh.mu.Unlock()
 		return s
 	}
 	if p.reserve() {
-		s := &stream{shard: sh, desc: d, h: h, attrs: set, seen: now}
-		sh.streams[key] = s
+		s := sh.newStream(d, h, set)
+		s.seen = now
+		sh.insert(s, head)
 		sh.mu.Unlock()
 		c.new++
 		return s
@@ -240,13 +241,13 @@ func (p *cumulativeProcessor) reserve() bool {
 func (p *cumulativeProcessor) overflowOf(d *metricDesc, set identity.Set, now int64, c *counts) *stream {
 	attrs, h := p.overflowSetOf(set)
 	sh := p.shardOf(d.id, h)
-	key := streamKey{metric: d.id, attrs: attrs}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s := sh.streams[key]
+	s, head := sh.find(d.id, h, attrs)
 	if s == nil {
-		s = &stream{shard: sh, desc: d, h: h, attrs: attrs, seen: now}
-		sh.streams[key] = s
+		s = sh.newStream(d, h, attrs)
+		s.seen = now
+		sh.insert(s, head)
 		c.new++
 	}
 	s.overflow = true
@@ -284,19 +285,19 @@ func (p *cumulativeProcessor) sweep(now time.Time) {
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
-		for key, s := range sh.streams {
-			if s.seen < cutoff {
-				delete(sh.streams, key)
-				// Cached pointers see this under the shard lock and
-				// re-resolve (lockStream), so a late point starts a new
-				// stream instead of reviving this one.
-				s.dead = true
-				if !s.overflow {
-					p.limited.Add(-1)
-				}
-				removed = append(removed, s)
+		removed = sh.removeIf(func(s *stream) bool {
+			if s.seen >= cutoff {
+				return false
 			}
-		}
+			// Cached pointers see this under the shard lock and
+			// re-resolve (lockStream), so a late point starts a new
+			// stream instead of reviving this one.
+			s.dead = true
+			if !s.overflow {
+				p.limited.Add(-1)
+			}
+			return true
+		}, removed)
 		sh.mu.Unlock()
 	}
 	for _, s := range removed {

@@ -165,7 +165,7 @@ func TestSweptStreamIsNotRevivedThroughTheCache(t *testing.T) {
 	attrs.PutStr("http.route", "/a")
 	var dead *stream
 	for i := range p.shards {
-		for _, s := range p.shards[i].streams {
+		for s := range p.shards[i].all() {
 			dead = s
 		}
 	}
