@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sort"
-	"strings"
 	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -41,27 +40,23 @@ type limits struct {
 //
 // Layout: with 10k routes the series outgrow the CPU caches, so each update
 // is a memory access. The fields an update touches fill one 64-byte object
-// (the label tuple, read only when emitting, sits behind a pointer), and a
-// histogram's buckets follow it in the same allocation (histSeries), so an
-// update reads one line or two adjacent ones.
+// (the label tuple, read only when emitting, sits behind a pointer); the
+// buckets of a set's histograms sit together in one pointer-free array.
 type series struct {
 	total   float64
 	count   uint64
 	sum     float64
 	buckets []uint64
-	// touched: updated in this window (emit it); seen: a bundle that holds
-	// it was used in this window (keep it).
-	touched, seen bool
-	// meta holds what an update does not touch: the label tuple, and the
-	// histogram's exemplars.
+	// touched: updated in this window (emit it).
+	touched bool
+	// meta holds what an update does not touch: the set (and so the label
+	// tuple), and the histogram's exemplars.
 	meta *seriesMeta
 }
 
 // seriesMeta is the cold part of a series.
 type seriesMeta struct {
-	key tupleKey // projected on the family's labels
-	// next is the family's next series whose tuple has the same hash.
-	next *series
+	set *seriesSet
 	// ex is, per bucket, the last sampled request observed in it this
 	// window; allocated on the first one (spans with a trace id only). An
 	// exponential histogram keeps one, the last.
@@ -80,46 +75,103 @@ type exemplar struct {
 	set   bool
 }
 
-// maxInlineBuckets is the most buckets any profile's histograms have
-// (Kong's 17 latency bounds + Inf).
-const maxInlineBuckets = 18
-
-// histSeries is a histogram series with its buckets in the same allocation,
-// and its cold part after them; plainSeries a sum's, with its cold part.
-type histSeries struct {
-	series
-	inline [maxInlineBuckets]uint64
-	cold   seriesMeta
+// seriesSet holds the series of the families that share one projection
+// (group) for one projected tuple: the otel profile's six request families
+// of a route, method and status. They are found with one lookup, created
+// together, and live as long as each other: the same bundles hold them.
+//
+// enc is the projected tuple as encodeKey writes it: the set's identity in
+// its group's map (compared whole, after the hash), and its points' labels
+// (decodeKey, substrings of enc). A string of some 30 bytes without pointers
+// in place of the 328-byte tupleKey per series the sets replace.
+type seriesSet struct {
+	enc   string
+	next  *seriesSet // the group's next set whose tuple has the same hash
+	seen  bool       // a bundle that holds it was used in this window (keep it)
+	slots []seriesSlot
 }
 
-type plainSeries struct {
+// seriesSlot is one family's series in a set, with its cold part.
+type seriesSlot struct {
 	series
 	cold seriesMeta
 }
 
-// newSeries allocates a series and its cold part together (one allocation
-// per series, beyond exponential buckets).
-func newSeries(f *family, key tupleKey) *series {
-	var s *series
-	switch n := len(f.bounds) + 1; {
-	case !f.hist || f.expoSize > 0 || n > maxInlineBuckets:
-		p := new(plainSeries)
-		p.meta = &p.cold
-		s = &p.series
-		if f.hist && f.expoSize == 0 {
-			s.buckets = make([]uint64, n)
+// setsPerChunk is how many sets a group allocates at once. Slots of evicted
+// sets are reused before a new chunk is allocated, so a chunk kept alive by
+// one surviving set costs no more than the sets it held at its peak (which
+// max_series bounds), and a new tuple costs a fraction of an allocation.
+const setsPerChunk = 32
+
+// group is the state of one projection: its families, and their sets by
+// the hash of the projected tuple's encoding, chained on collision (hashing
+// one short string costs a fraction of hashing the 19-string tupleKey, and
+// a hash key needs no string allocated per set).
+type group struct {
+	proj *projection
+	// fams are the families of the projection, in profile order: slot j of
+	// a set is family fams[j]'s series.
+	fams []int
+	// nBuckets is the explicit histogram buckets of one set, all families.
+	nBuckets int
+	sets     map[uint64]*seriesSet
+	// free are evicted sets, emptied, reused before chunk; chunk, slots and
+	// buckets are what remains of the last chunk allocated.
+	free    []*seriesSet
+	chunk   []seriesSet
+	slots   []seriesSlot
+	buckets []uint64
+}
+
+// newSet returns an empty set of g, reusing an evicted one when it can.
+func (g *group) newSet(fams []family) *seriesSet {
+	if n := len(g.free); n > 0 {
+		set := g.free[n-1]
+		g.free[n-1] = nil
+		g.free = g.free[:n-1]
+		return set
+	}
+	if len(g.chunk) == 0 {
+		g.chunk = make([]seriesSet, setsPerChunk)
+		g.slots = make([]seriesSlot, setsPerChunk*len(g.fams))
+		g.buckets = make([]uint64, setsPerChunk*g.nBuckets)
+	}
+	set := &g.chunk[0]
+	g.chunk = g.chunk[1:]
+	n := len(g.fams)
+	set.slots, g.slots = g.slots[:n:n], g.slots[n:]
+	buckets := g.buckets[:g.nBuckets:g.nBuckets]
+	g.buckets = g.buckets[g.nBuckets:]
+	for j, fi := range g.fams {
+		sl, f := &set.slots[j], &fams[fi]
+		sl.meta = &sl.cold
+		sl.cold.set = set
+		switch {
+		case f.expoSize > 0:
+			sl.cold.exp = newExpoHist(f.expoSize)
+		case f.hist:
+			n := len(f.bounds) + 1
+			sl.buckets, buckets = buckets[:n:n], buckets[n:]
 		}
-	default:
-		h := new(histSeries)
-		h.buckets = h.inline[:n]
-		h.meta = &h.cold
-		s = &h.series
 	}
-	s.meta.key = key
-	if f.expoSize > 0 {
-		s.meta.exp = newExpoHist(f.expoSize)
+	return set
+}
+
+// release empties an evicted set for reuse. Nothing else refers to it:
+// take drops every bundle when it evicts, and the touched lists are empty.
+func (g *group) release(set *seriesSet) {
+	set.enc, set.next, set.seen = "", nil, false
+	for j := range set.slots {
+		s := &set.slots[j].series
+		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
+		clear(s.buckets)
+		clear(s.meta.ex)
+		if h := s.meta.exp; h != nil {
+			h.reset()
+			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
+		}
 	}
-	return s
+	g.free = append(g.free, set)
 }
 
 // add records value v of an event that stands for w requests (a sampled
@@ -164,7 +216,11 @@ const maxInlineFamilies = 12
 // bundle is the handle of one tuple: the series of every family that an
 // event of that tuple updates, found with one map lookup.
 type bundle struct {
-	series []*series // aligned with profile.families; inline when it fits
+	// series is aligned with profile.families, inline when it fits. A
+	// family's series is found on the first event that has a value for it
+	// (with every series of its group): a request without GenAI fields
+	// never needs the LLM families' series.
+	series []*series
 	inline [maxInlineFamilies]*series
 	// seen: used in this window. Kept on the bundle, not on each of its
 	// series, so an event writes one line instead of one per family; take
@@ -177,14 +233,11 @@ type bundle struct {
 	held bool
 }
 
-// familyState holds one family's series by the hash of their projected
-// tuple, encoded as the bundles' keys are: hashing one short string costs a
-// fraction of hashing the 19-string tupleKey (most of a new tuple's cost
-// when it was the key), and a hash key needs no string allocated per series.
-// Series whose tuples share a hash are chained (seriesMeta.next).
+// familyState is one family's place among the groups, and its series
+// updated this window.
 type familyState struct {
-	series  map[uint64]*series
-	touched []*series
+	group, slot int // a set of groups[group] holds its series in slots[slot]
+	touched     []*series
 }
 
 // aggregator turns events into per-window series under one profile.
@@ -223,6 +276,7 @@ type aggregator struct {
 	gwBuf    []byte
 	famBuf   []byte
 	fams     []familyState
+	groups   []group
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
 	unmapped, overflowed int64
@@ -255,8 +309,21 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 	a := &aggregator{prof: prof, dims: dims, lim: lim, bundles: make(map[string]*bundle),
 		held: make(map[string]int64), gateways: make(map[string]int64)}
 	a.fams = make([]familyState, len(prof.families))
-	for i := range a.fams {
-		a.fams[i].series = make(map[uint64]*series)
+	for i := range prof.families {
+		f := &prof.families[i]
+		gi := 0
+		for gi < len(a.groups) && a.groups[gi].proj != f.project {
+			gi++
+		}
+		if gi == len(a.groups) {
+			a.groups = append(a.groups, group{proj: f.project, sets: make(map[uint64]*seriesSet)})
+		}
+		g := &a.groups[gi]
+		a.fams[i].group, a.fams[i].slot = gi, len(g.fams)
+		g.fams = append(g.fams, i)
+		if f.hist && f.expoSize == 0 {
+			g.nBuckets += len(f.bounds) + 1
+		}
 	}
 	return a
 }
@@ -272,7 +339,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
 	b := a.bundles[string(a.keyBuf)] // no allocation: the compiler borrows keyBuf
 	if b == nil {
-		b = a.admitLocked(k)
+		b = a.admitLocked(&k) // k becomes the bundle's tuple (an overflow tuple)
 	}
 	b.seen = true
 	// Whether the event carries a trace (an exemplar) is decided once, not
@@ -284,10 +351,13 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	w := max(e.Weight, 1)
 	for i := range a.prof.families {
 		f := &a.prof.families[i]
-		s := b.series[i]
 		v, ok := valueOf(f.measure, e)
 		if !ok {
 			continue
+		}
+		s := b.series[i]
+		if s == nil {
+			s = a.resolveLocked(b, i, &k)
 		}
 		s.add(f, v, w, traced)
 		if !s.touched {
@@ -301,8 +371,9 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 // admitLocked finds the bundle of a tuple that has none this window (a.keyBuf
 // holds its encoding): a held tuple gets its bundle back; a new one is held
 // if max_series and max_gateways allow, else its events go to its gateway's
-// overflow tuple, or to the one tuple of gateways beyond max_gateways.
-func (a *aggregator) admitLocked(k tupleKey) *bundle {
+// overflow tuple, or to the one tuple of gateways beyond max_gateways, and
+// *k becomes that tuple.
+func (a *aggregator) admitLocked(k *tupleKey) *bundle {
 	gw := ""
 	if k.namespace != "" || k.gateway != "" {
 		a.gwBuf = append(append(append(a.gwBuf[:0], k.namespace...), 0), k.gateway...)
@@ -310,7 +381,8 @@ func (a *aggregator) admitLocked(k tupleKey) *bundle {
 			gw = string(a.gwBuf)
 		} else if a.lim.maxGateways > 0 && len(a.gateways) >= a.lim.maxGateways {
 			a.overflowed++
-			return a.overflowBundle(gatewayOverflowKey, "")
+			*k = gatewayOverflowKey
+			return a.overflowBundle(k, "")
 		} else {
 			gw = string(a.gwBuf)
 			a.gateways[gw] = a.window
@@ -319,24 +391,25 @@ func (a *aggregator) admitLocked(k tupleKey) *bundle {
 	_, held := a.held[string(a.keyBuf)]
 	if !held && a.lim.maxSeries > 0 && len(a.held) >= a.lim.maxSeries {
 		a.overflowed++
-		return a.overflowBundle(overflowKey(k), gw)
+		*k = overflowKey(*k)
+		return a.overflowBundle(k, gw)
 	}
 	key := string(a.keyBuf)
 	if !held {
 		a.held[key] = a.window
 	}
-	b := a.newBundle(cloneKey(k), key)
+	b := a.newBundle(key)
 	b.gw, b.held = gw, true
 	return b
 }
 
-// overflowBundle is the bundle of an overflow tuple, created on first use.
-func (a *aggregator) overflowBundle(k tupleKey, gw string) *bundle {
-	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+// overflowBundle is the bundle of overflow tuple k, created on first use.
+func (a *aggregator) overflowBundle(k *tupleKey, gw string) *bundle {
+	a.keyBuf = encodeKey(a.keyBuf[:0], k)
 	if b := a.bundles[string(a.keyBuf)]; b != nil {
 		return b
 	}
-	b := a.newBundle(cloneKey(k), string(a.keyBuf))
+	b := a.newBundle(string(a.keyBuf))
 	b.gw = gw
 	return b
 }
@@ -348,54 +421,48 @@ func (a *aggregator) heldTuples() int {
 	return len(a.held)
 }
 
-// newBundle creates the bundle of k, sharing the series that other bundles
-// already project onto (a latency histogram is shared by every status code).
-func (a *aggregator) newBundle(k tupleKey, encoded string) *bundle {
+// newBundle creates the bundle of the tuple encoded as encoded, its series
+// not found yet (resolveLocked does, per group, on first use).
+func (a *aggregator) newBundle(encoded string) *bundle {
 	b := new(bundle)
 	if n := len(a.prof.families); n <= maxInlineFamilies {
 		b.series = b.inline[:n]
 	} else {
 		b.series = make([]*series, n)
 	}
-	// Families mostly share a projection (the otel profile's six request
-	// families all drop the LLM fields): its encoding and hash are worked
-	// out once per distinct projection, not once per family.
-	var prev tupleKey
-	var h uint64
-	for i := range a.prof.families {
-		pk := a.prof.families[i].project(k)
-		if i == 0 || pk != prev {
-			a.famBuf = encodeKey(a.famBuf[:0], &pk)
-			h = maphash.Bytes(seriesSeed, a.famBuf)
-			prev = pk
-		}
-		b.series[i] = a.seriesAt(i, h, pk)
-	}
 	a.bundles[encoded] = b
 	return b
 }
 
-// seriesOf returns the series of family fam for the projected tuple pk,
-// creating it. A new series keeps pk itself: the caller passes a tuple whose
-// strings it may keep (cloned, or a clone's projection).
-func (a *aggregator) seriesOf(fam int, pk tupleKey) *series {
-	a.famBuf = encodeKey(a.famBuf[:0], &pk)
-	return a.seriesAt(fam, maphash.Bytes(seriesSeed, a.famBuf), pk)
+// resolveLocked points bundle b, of tuple k, at the series of family fam's
+// group, sharing the set that other bundles already project onto (a latency
+// histogram is shared by every status code), and returns fam's series. k's
+// strings may be borrowed: a new set keeps its own encoding.
+func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
+	g := &a.groups[a.fams[fam].group]
+	pk := g.proj.keep(*k)
+	set := a.setOf(g, &pk)
+	for j, fi := range g.fams {
+		b.series[fi] = &set.slots[j].series
+	}
+	return b.series[fam]
 }
 
-// seriesAt is seriesOf for a tuple whose hash h is known.
-func (a *aggregator) seriesAt(fam int, h uint64, pk tupleKey) *series {
-	fs := &a.fams[fam]
-	head := fs.series[h]
-	for s := head; s != nil; s = s.meta.next {
-		if s.meta.key == pk {
-			return s
+// setOf returns g's set of the projected tuple pk, creating it.
+func (a *aggregator) setOf(g *group, pk *tupleKey) *seriesSet {
+	a.famBuf = encodeKey(a.famBuf[:0], pk)
+	h := maphash.Bytes(seriesSeed, a.famBuf)
+	head := g.sets[h]
+	for set := head; set != nil; set = set.next {
+		if set.enc == string(a.famBuf) {
+			return set
 		}
 	}
-	s := newSeries(&a.prof.families[fam], pk)
-	s.meta.next = head
-	fs.series[h] = s
-	return s
+	set := g.newSet(a.prof.families)
+	set.enc = string(a.famBuf)
+	set.next = head
+	g.sets[h] = set
+	return set
 }
 
 // seriesSeed seeds the family maps' hashes.
@@ -409,30 +476,56 @@ func (k *tupleKey) strings() [15 + gateway.MaxSpanDimensions]*string {
 		&k.dims[0], &k.dims[1], &k.dims[2], &k.dims[3]}
 }
 
-// cloneKey copies k's strings into one new string (one allocation per
-// new tuple, not one per field): the tuple's strings borrow a request body.
-func cloneKey(k tupleKey) tupleKey {
-	fields := k.strings()
-	n := 0
-	for _, p := range fields {
-		n += len(*p)
+// decodeKey reads what encodeKey wrote into k, its strings substrings of
+// enc; false when enc is not such a tuple.
+func decodeKey(enc string, k *tupleKey) bool {
+	for _, p := range k.strings() {
+		n, w := uvarintString(enc)
+		if w <= 0 || n > uint64(len(enc)-w) {
+			return false
+		}
+		*p, enc = enc[w:w+int(n)], enc[w+int(n):]
 	}
-	if n == 0 {
-		return k
+	var w1, w2 int
+	k.status, w1 = varintString(enc)
+	if w1 > 0 {
+		k.targetPort, w2 = varintString(enc[w1:])
 	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, p := range fields {
-		b.WriteString(*p)
+	if w1 <= 0 || w2 <= 0 || len(enc) != w1+w2+1 {
+		return false
 	}
-	all := b.String()
-	off := 0
-	for _, p := range fields {
-		l := len(*p)
-		*p = all[off : off+l]
-		off += l
+	flags := enc[w1+w2]
+	k.overflow, k.stream = flags&1 != 0, flags&2 != 0
+	k.source = gateway.Source(flags >> 2)
+	return true
+}
+
+// uvarintString is binary.Uvarint of a string (no copy to a []byte).
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -(i + 1) // overflow
+			}
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
 	}
-	return k
+	return 0, 0
+}
+
+// varintString is binary.Varint of a string.
+func varintString(s string) (int64, int) {
+	ux, n := uvarintString(s)
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x, n
 }
 
 // encodeKey appends k's fields, each string length-prefixed, so two tuples
@@ -465,7 +558,8 @@ func (a *aggregator) take() ([]point, []uint64) {
 	for i := range a.fams {
 		fs := &a.fams[i]
 		for _, s := range fs.touched {
-			p := point{fam: i, key: s.meta.key, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
+			p := point{fam: i, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
+			decodeKey(s.meta.set.enc, &p.key) // encodeKey wrote it: no error
 			for j := range s.meta.ex {
 				if x := &s.meta.ex[j]; x.set {
 					a.exBuf = append(a.exBuf, *x)
@@ -492,7 +586,9 @@ func (a *aggregator) take() ([]point, []uint64) {
 	for key, b := range a.bundles {
 		if b.seen {
 			for _, s := range b.series {
-				s.seen = true
+				if s != nil {
+					s.meta.set.seen = true
+				}
 			}
 			b.seen = false
 			if b.held {
@@ -506,15 +602,15 @@ func (a *aggregator) take() ([]point, []uint64) {
 	a.expireHeldLocked()
 	a.window++
 	evicted := false
-	for i := range a.fams {
-		fs := &a.fams[i]
-		for h, head := range fs.series {
-			kept, removed := unchainUnseen(head)
+	for i := range a.groups {
+		g := &a.groups[i]
+		for h, head := range g.sets {
+			kept, removed := g.unchainUnseen(head)
 			switch {
 			case kept == nil:
-				delete(fs.series, h)
+				delete(g.sets, h)
 			case kept != head:
-				fs.series[h] = kept
+				g.sets[h] = kept
 			}
 			evicted = evicted || removed
 		}
@@ -525,25 +621,30 @@ func (a *aggregator) take() ([]point, []uint64) {
 	return a.snap, a.bucketBuf
 }
 
-// unchainUnseen drops the series no bundle used this window from a hash
-// chain, clears seen on the others, and returns the chain's new head.
-func unchainUnseen(head *series) (kept *series, removed bool) {
-	var last *series
-	for s := head; s != nil; s = s.meta.next {
-		if !s.seen {
+// unchainUnseen drops the sets no bundle used this window from a hash
+// chain (released for reuse), clears seen on the others, and returns the
+// chain's new head.
+func (g *group) unchainUnseen(head *seriesSet) (kept *seriesSet, removed bool) {
+	var last *seriesSet
+	for set := head; set != nil; {
+		next := set.next
+		if !set.seen {
 			removed = true
+			g.release(set)
+			set = next
 			continue
 		}
-		s.seen = false
+		set.seen = false
 		if last == nil {
-			kept = s
+			kept = set
 		} else {
-			last.meta.next = s
+			last.next = set
 		}
-		last = s
+		last = set
+		set = next
 	}
 	if last != nil {
-		last.meta.next = nil
+		last.next = nil
 	}
 	return kept, removed
 }
@@ -572,7 +673,10 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range points {
-		s := a.seriesOf(p.fam, p.key)
+		fs := &a.fams[p.fam]
+		set := a.setOf(&a.groups[fs.group], &p.key)
+		set.seen = true
+		s := &set.slots[fs.slot].series
 		s.total += p.total
 		s.sum += p.sum
 		s.count += p.count
@@ -582,7 +686,6 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		if h := s.meta.exp; h != nil {
 			h.merge(p.expo.scale, p.expo.offset, buckets[p.bucketsStart:][:p.expo.n], p.expo.zero)
 		}
-		s.seen = true
 		if !s.touched {
 			s.touched = true
 			a.fams[p.fam].touched = append(a.fams[p.fam].touched, s)

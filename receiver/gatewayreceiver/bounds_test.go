@@ -104,18 +104,31 @@ func TestMaxGatewaysBoundsResources(t *testing.T) {
 }
 
 // TestHeldTupleMemory reports what a held tuple costs (the README's figure):
-// 10,000 otel-profile tuples, each with its series in every family, through
-// one window.
+// 10,000 otel-profile tuples through one window, with the series of the six
+// request families, and with GenAI fields the series of all ten.
 func TestHeldTupleMemory(t *testing.T) {
+	plain := func(route string) gateway.Event { return otelEvent("kong", route) }
+	genAI := func(route string) gateway.Event {
+		e := otelEvent("kong", route)
+		e.GenAI.Provider, e.GenAI.RequestModel, e.GenAI.InputTokens, e.GenAI.OutputTokens = "openai", "gpt-4o", 100, 20
+		return e
+	}
+	expo := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
 	for _, c := range []struct {
-		name string
-		prof *profile
-	}{{"otel profile", &otelProfile}, {"otel profile, exponential max_size 160", otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)}} {
-		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof) })
+		name  string
+		prof  *profile
+		event func(route string) gateway.Event
+	}{
+		{"otel profile", &otelProfile, plain},
+		{"otel profile, GenAI requests", &otelProfile, genAI},
+		{"otel profile, exponential max_size 160", expo, plain},
+		{"otel profile, exponential max_size 160, GenAI requests", expo, genAI},
+	} {
+		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof, c.event) })
 	}
 }
 
-func heldTupleMemory(t *testing.T, name string, prof *profile) {
+func heldTupleMemory(t *testing.T, name string, prof *profile, event func(route string) gateway.Event) {
 	const n = 10_000
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -123,7 +136,7 @@ func heldTupleMemory(t *testing.T, name string, prof *profile) {
 	a := newAggregator(prof, dimensions{}, limits{maxSeries: n, maxGateways: 10, expiryWindows: 60})
 	a.mu.Lock()
 	for i := range n {
-		e := otelEvent("kong", "/route-"+strconv.Itoa(i))
+		e := event("/route-" + strconv.Itoa(i))
 		a.addLocked(&e)
 	}
 	a.mu.Unlock()

@@ -19,8 +19,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // With `storage` set, the receiver makes a crash cost at most the window
@@ -422,7 +420,7 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 	}
 	f := &agg.prof.families[fam]
 	p := point{fam: int(fam)}
-	if !decodeKey(d.bytes(), &p.key) {
+	if !decodeKey(string(d.bytes()), &p.key) { // one copy, which the strings share
 		d.fail("bad tuple")
 	}
 	p.total = math.Float64frombits(d.u64())
@@ -443,21 +441,4 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 		d.fail("%d buckets for %s", n, f.name)
 	}
 	return p
-}
-
-// decodeKey reads what encodeKey wrote; false when b is not such a tuple.
-// The strings are copied out of b.
-func decodeKey(b []byte, k *tupleKey) bool {
-	d := ckptDecoder{b: b}
-	for _, p := range k.strings() {
-		*p = string(d.bytes())
-	}
-	k.status, k.targetPort = d.varint(), d.varint()
-	if d.err != nil || len(d.b) != 1 {
-		return false
-	}
-	flags := d.b[0]
-	k.overflow, k.stream = flags&1 != 0, flags&2 != 0
-	k.source = gateway.Source(flags >> 2)
-	return true
 }

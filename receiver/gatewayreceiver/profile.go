@@ -124,7 +124,7 @@ type family struct {
 	scale    float64 // emitted value = recorded value × scale (ms → s)
 	measure  measure
 	// project keeps the fields of the tuple this family's labels use.
-	project func(k tupleKey) tupleKey
+	project *projection
 	// labels writes the family's attributes for a projected tuple, in the
 	// gateway's label order (the exporter may reorder them; see README).
 	labels func(k *tupleKey, m pcommon.Map)
@@ -134,6 +134,15 @@ type family struct {
 	// APISIX's type comes first, Kong's direction third); -1 appends it.
 	constKey, constVal string
 	constAt            int
+}
+
+// projection keeps the fields of a tuple that a family's labels use.
+// Families that name the same *projection project every tuple alike: the
+// aggregator keeps their series together, found with one lookup and
+// allocated together (a pointer, not a function, because Go cannot compare
+// functions). Declare one per distinct set of labels.
+type projection struct {
+	keep func(k tupleKey) tupleKey
 }
 
 // profile is a naming profile: how an event becomes a tuple, the families

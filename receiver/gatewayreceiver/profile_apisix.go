@@ -34,16 +34,17 @@ func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 		model: llmModel(e), clientModel: client, stream: e.GenAI.Stream, node: nodeOf(e, d)}, true
 }
 
-func apisixStatus(k tupleKey) tupleKey { return k }
+var apisixStatus = &projection{keep: func(k tupleKey) tupleKey { return k }}
 
-func apisixOthers(k tupleKey) tupleKey {
+var apisixOthers = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{route: k.route, service: k.service, consumer: k.consumer, target: k.target,
 		model: k.model, clientModel: k.clientModel, stream: k.stream, node: k.node, overflow: k.overflow}
-}
+}}
 
 // apisixLLM keeps the labels of the LLM families (no matched uri, host or
-// status).
-func apisixLLM(k tupleKey) tupleKey { return apisixOthers(k) }
+// status): apisixOthers' labels, a projection of its own so that the LLM
+// families' series exist only for tuples with LLM requests.
+var apisixLLM = &projection{keep: apisixOthers.keep}
 
 // apisixLLMFamilyLabels: route_id, service_id, consumer, node, then the LLM
 // labels (the 3.18 llm families; apisix_llm_latency's type comes first).

@@ -31,21 +31,21 @@ func kongKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel, node: nodeOf(e, d)}, true
 }
 
-func kongRequests(k tupleKey) tupleKey {
+var kongRequests = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{service: k.service, route: k.route, status: k.status, source: k.source, workspace: k.workspace, consumer: k.consumer, node: k.node, overflow: k.overflow}
-}
+}}
 
-func kongLatency(k tupleKey) tupleKey {
+var kongLatency = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, node: k.node, overflow: k.overflow}
-}
+}}
 
-func kongBandwidth(k tupleKey) tupleKey {
+var kongBandwidth = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{service: k.service, route: k.route, workspace: k.workspace, consumer: k.consumer, node: k.node, overflow: k.overflow}
-}
+}}
 
-func kongAI(k tupleKey) tupleKey {
+var kongAI = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{provider: k.provider, model: k.model, workspace: k.workspace, node: k.node, overflow: k.overflow}
-}
+}}
 
 // The label writers put Kong's labels in Kong's order; a family's constant
 // label (direction) follows them.

@@ -51,14 +51,14 @@ func llmModel(e *gateway.Event) string {
 	return e.GenAI.RequestModel
 }
 
-func otelProxy(k tupleKey) tupleKey {
+var otelProxy = &projection{keep: func(k tupleKey) tupleKey {
 	k.provider, k.model = "", ""
 	return k
-}
+}}
 
-func otelLLM(k tupleKey) tupleKey {
+var otelLLM = &projection{keep: func(k tupleKey) tupleKey {
 	return tupleKey{namespace: k.namespace, gateway: k.gateway, route: k.route, provider: k.provider, model: k.model, overflow: k.overflow}
-}
+}}
 
 func otelLabels(k *tupleKey, m pcommon.Map) {
 	if k.route != "" {
