@@ -158,7 +158,8 @@ func (g *group) newSet(fams []family) *seriesSet {
 }
 
 // release empties an evicted set for reuse. Nothing else refers to it:
-// take drops every bundle when it evicts, and the touched lists are empty.
+// take clears every bundle's series when it evicts (and drops overflow
+// bundles), and the touched lists are empty.
 func (g *group) release(set *seriesSet) {
 	set.enc, set.next, set.seen = "", nil, false
 	for j := range set.slots {
@@ -229,6 +230,8 @@ type bundle struct {
 	// gw is the held key of the bundle's gateway ("" for an overflow tuple
 	// or a profile without resources), refreshed with the bundle.
 	gw string
+	// window is the last window a held bundle was used in.
+	window int64
 	// held: the tuple counts against max_series (overflow tuples do not).
 	held bool
 }
@@ -263,13 +266,15 @@ type aggregator struct {
 	// nodeLabel names the reporting gateway node's label (node_label);
 	// "" for none.
 	nodeLabel string
-	bundles   map[string]*bundle // by encodeKey of the tuple
-	// held are the tuples admitted under max_series and gateways the
-	// gateways admitted under max_gateways, each with the last window it
-	// was used in. They outlive bundles (dropped after an idle window) so
-	// the bounds hold across windows: a tuple leaves only after
-	// expiryWindows without an event.
-	held     map[string]int64
+	// bundles are by encodeKey of the tuple: the tuples admitted under
+	// max_series (nHeld of them, held), and overflow tuples. A held tuple's
+	// bundle stays, so the bounds hold across windows, until expiryWindows
+	// without an event; its series are let go when sets are evicted (found
+	// again on next use). One map, so a new tuple costs one lookup and one
+	// insert. gateways are the gateways admitted under max_gateways, each
+	// with the last window it was used in.
+	bundles  map[string]*bundle
+	nHeld    int
 	gateways map[string]int64
 	window   int64
 	keyBuf   []byte
@@ -307,7 +312,7 @@ type expoPoint struct {
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 	a := &aggregator{prof: prof, dims: dims, lim: lim, bundles: make(map[string]*bundle),
-		held: make(map[string]int64), gateways: make(map[string]int64)}
+		gateways: make(map[string]int64)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range prof.families {
 		f := &prof.families[i]
@@ -368,9 +373,9 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	return true
 }
 
-// admitLocked finds the bundle of a tuple that has none this window (a.keyBuf
-// holds its encoding): a held tuple gets its bundle back; a new one is held
-// if max_series and max_gateways allow, else its events go to its gateway's
+// admitLocked finds the bundle of a tuple that has none (a.keyBuf holds its
+// encoding; a held tuple always has one): a new tuple is held if max_series
+// and max_gateways allow, else its events go to its gateway's
 // overflow tuple, or to the one tuple of gateways beyond max_gateways, and
 // *k becomes that tuple.
 func (a *aggregator) admitLocked(k *tupleKey) *bundle {
@@ -388,18 +393,14 @@ func (a *aggregator) admitLocked(k *tupleKey) *bundle {
 			a.gateways[gw] = a.window
 		}
 	}
-	_, held := a.held[string(a.keyBuf)]
-	if !held && a.lim.maxSeries > 0 && len(a.held) >= a.lim.maxSeries {
+	if a.lim.maxSeries > 0 && a.nHeld >= a.lim.maxSeries {
 		a.overflowed++
 		*k = overflowKey(*k)
 		return a.overflowBundle(k, gw)
 	}
-	key := string(a.keyBuf)
-	if !held {
-		a.held[key] = a.window
-	}
-	b := a.newBundle(key)
-	b.gw, b.held = gw, true
+	b := a.newBundle(string(a.keyBuf))
+	b.gw, b.held, b.window = gw, true, a.window
+	a.nHeld++
 	return b
 }
 
@@ -418,7 +419,7 @@ func (a *aggregator) overflowBundle(k *tupleKey, gw string) *bundle {
 func (a *aggregator) heldTuples() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.held)
+	return a.nHeld
 }
 
 // newBundle creates the bundle of the tuple encoded as encoded, its series
@@ -548,9 +549,11 @@ func encodeKey(dst []byte, k *tupleKey) []byte {
 }
 
 // take returns the points of the window that just ended and starts a new
-// one. Series no bundle used for a whole window are dropped (and with them
-// every bundle, rebuilt on next use), which bounds memory by the tuples
-// active in two consecutive windows. The result is reused by the next call.
+// one. Series no bundle used for a whole window are dropped (their sets
+// reused; every bundle lets go of its series, found again on next use, and
+// overflow bundles are dropped), which bounds the series by the tuples
+// active in two consecutive windows; a held tuple keeps only its bundle
+// until it expires. The result is reused by the next call.
 func (a *aggregator) take() ([]point, []uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -583,7 +586,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 	}
 	// A series stays while a bundle that holds it was used this window;
 	// the bundle's tuple and gateway stay held.
-	for key, b := range a.bundles {
+	for _, b := range a.bundles {
 		if b.seen {
 			for _, s := range b.series {
 				if s != nil {
@@ -591,9 +594,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 				}
 			}
 			b.seen = false
-			if b.held {
-				a.held[key] = a.window
-			}
+			b.window = a.window
 			if b.gw != "" {
 				a.gateways[b.gw] = a.window
 			}
@@ -616,7 +617,14 @@ func (a *aggregator) take() ([]point, []uint64) {
 		}
 	}
 	if evicted {
-		clear(a.bundles)
+		// Drop every pointer to a series: an evicted set is reused.
+		for key, b := range a.bundles {
+			if b.held {
+				clear(b.series)
+			} else {
+				delete(a.bundles, key)
+			}
+		}
 	}
 	return a.snap, a.bucketBuf
 }
@@ -656,9 +664,10 @@ func (a *aggregator) expireHeldLocked() {
 		return
 	}
 	cutoff := a.window - a.lim.expiryWindows // last used in cutoff or before: idle for expiryWindows windows
-	for k, w := range a.held {
-		if w <= cutoff {
-			delete(a.held, k)
+	for k, b := range a.bundles {
+		if b.held && b.window <= cutoff {
+			delete(a.bundles, k)
+			a.nHeld--
 		}
 	}
 	for k, w := range a.gateways {
