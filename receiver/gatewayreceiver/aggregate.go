@@ -223,6 +223,8 @@ type bundle struct {
 	// never needs the LLM families' series.
 	series []*series
 	inline [maxInlineFamilies]*series
+	// key is the tuple's encoding, the bundle's key in aggregator.bundles.
+	key string
 	// seen: used in this window. Kept on the bundle, not on each of its
 	// series, so an event writes one line instead of one per family; take
 	// propagates it to the series.
@@ -425,7 +427,7 @@ func (a *aggregator) heldTuples() int {
 // newBundle creates the bundle of the tuple encoded as encoded, its series
 // not found yet (resolveLocked does, per group, on first use).
 func (a *aggregator) newBundle(encoded string) *bundle {
-	b := new(bundle)
+	b := &bundle{key: encoded}
 	if n := len(a.prof.families); n <= maxInlineFamilies {
 		b.series = b.inline[:n]
 	} else {
@@ -435,14 +437,22 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 	return b
 }
 
-// resolveLocked points bundle b, of tuple k, at the series of family fam's
-// group, sharing the set that other bundles already project onto (a latency
-// histogram is shared by every status code), and returns fam's series. k's
-// strings may be borrowed: a new set keeps its own encoding.
+// resolveLocked points bundle b, of tuple k (a.keyBuf holds its encoding),
+// at the series of family fam's group, sharing the set that other bundles
+// already project onto (a latency histogram is shared by every status
+// code), and returns fam's series. k's strings may be borrowed: a new set
+// keeps its own encoding.
 func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 	g := &a.groups[a.fams[fam].group]
-	pk := g.proj.keep(*k)
-	set := a.setOf(g, &pk)
+	var set *seriesSet
+	if pk := g.proj.keep(*k); pk == *k {
+		// The projection keeps the whole tuple (the otel request families
+		// of a request without GenAI fields): its encoding is the bundle's.
+		set = a.setAt(g, a.keyBuf, b.key)
+	} else {
+		a.famBuf = encodeKey(a.famBuf[:0], &pk)
+		set = a.setAt(g, a.famBuf, "")
+	}
 	for j, fi := range g.fams {
 		b.series[fi] = &set.slots[j].series
 	}
@@ -452,15 +462,24 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 // setOf returns g's set of the projected tuple pk, creating it.
 func (a *aggregator) setOf(g *group, pk *tupleKey) *seriesSet {
 	a.famBuf = encodeKey(a.famBuf[:0], pk)
-	h := maphash.Bytes(seriesSeed, a.famBuf)
+	return a.setAt(g, a.famBuf, "")
+}
+
+// setAt returns g's set of the projected tuple encoded as enc, creating it;
+// a new set keeps encStr when it is enc as a string, else a copy of enc.
+func (a *aggregator) setAt(g *group, enc []byte, encStr string) *seriesSet {
+	h := maphash.Bytes(seriesSeed, enc)
 	head := g.sets[h]
 	for set := head; set != nil; set = set.next {
-		if set.enc == string(a.famBuf) {
+		if set.enc == string(enc) {
 			return set
 		}
 	}
 	set := g.newSet(a.prof.families)
-	set.enc = string(a.famBuf)
+	if encStr == "" {
+		encStr = string(enc)
+	}
+	set.enc = encStr
 	set.next = head
 	g.sets[h] = set
 	return set
