@@ -294,14 +294,24 @@ type aggregator struct {
 
 // point is one emitted point of the window.
 type point struct {
-	fam            int
-	key            tupleKey
+	fam int
+	// enc is the family's projection of the tuple as encodeKey writes it
+	// (the series set's; 16 bytes per point where a tupleKey takes 328: a
+	// window holds a point per active series): tuple decodes it.
+	enc            string
 	total, sum     float64
 	count          uint64
 	bucketsStart   int // into bucketBuf
 	exStart, exEnd int // into exBuf
 	// expo is the exponential histogram's layout (expoSize families).
 	expo expoPoint
+}
+
+// tuple is the point's projected tuple; its strings are substrings of enc.
+func (p *point) tuple() tupleKey {
+	var k tupleKey
+	decodeKey(p.enc, &k) // encodeKey wrote it (or a checkpoint decoder checked it)
+	return k
 }
 
 // expoPoint is the layout of an exponential histogram point: its buckets
@@ -459,12 +469,6 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 	return b.series[fam]
 }
 
-// setOf returns g's set of the projected tuple pk, creating it.
-func (a *aggregator) setOf(g *group, pk *tupleKey) *seriesSet {
-	a.famBuf = encodeKey(a.famBuf[:0], pk)
-	return a.setAt(g, a.famBuf, "")
-}
-
 // setAt returns g's set of the projected tuple encoded as enc, creating it;
 // a new set keeps encStr when it is enc as a string, else a copy of enc.
 func (a *aggregator) setAt(g *group, enc []byte, encStr string) *seriesSet {
@@ -580,8 +584,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 	for i := range a.fams {
 		fs := &a.fams[i]
 		for _, s := range fs.touched {
-			p := point{fam: i, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
-			decodeKey(s.meta.set.enc, &p.key) // encodeKey wrote it: no error
+			p := point{fam: i, enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
 			for j := range s.meta.ex {
 				if x := &s.meta.ex[j]; x.set {
 					a.exBuf = append(a.exBuf, *x)
@@ -702,7 +705,8 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 	defer a.mu.Unlock()
 	for _, p := range points {
 		fs := &a.fams[p.fam]
-		set := a.setOf(&a.groups[fs.group], &p.key)
+		a.famBuf = append(a.famBuf[:0], p.enc...)
+		set := a.setAt(&a.groups[fs.group], a.famBuf, p.enc)
 		set.seen = true
 		s := &set.slots[fs.slot].series
 		s.total += p.total
@@ -736,10 +740,12 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 	}
 	scopes := make(map[gatewayID]pmetric.MetricSlice)
 	metrics := make(map[metricKey]pmetric.Metric)
+	k := new(tupleKey) // one per call: the label writers, called through func values, keep it on the heap
 	for i := range points {
 		p := &points[i]
 		f := &a.prof.families[p.fam]
-		id := gatewayID{p.key.namespace, p.key.gateway}
+		*k = p.tuple()
+		id := gatewayID{k.namespace, k.gateway}
 		ms, ok := scopes[id]
 		if !ok {
 			rm := md.ResourceMetrics().AppendEmpty()
@@ -813,23 +819,23 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			}
 			attrs = dp.Attributes()
 		}
-		if p.key.overflow {
+		if k.overflow {
 			attrs.PutBool("otel.metric.overflow", true)
 			if f.constKey != "" {
 				attrs.PutStr(f.constKey, f.constVal)
 			}
 		} else {
-			writeLabels(f, &p.key, attrs)
+			writeLabels(f, k, attrs)
 		}
-		if f.spanDims && !p.key.overflow {
+		if f.spanDims && !k.overflow {
 			for i, sd := range a.dims.span {
-				if v := p.key.dims[i]; v != "" || sd.def != nil {
+				if v := k.dims[i]; v != "" || sd.def != nil {
 					attrs.PutStr(sd.name, v)
 				}
 			}
 		}
-		if a.nodeLabel != "" && !p.key.overflow {
-			attrs.PutStr(a.nodeLabel, p.key.node)
+		if a.nodeLabel != "" && !k.overflow {
+			attrs.PutStr(a.nodeLabel, k.node)
 		}
 		if a.identity.Key != "" {
 			attrs.PutStr(a.identity.Key, a.identity.Value)

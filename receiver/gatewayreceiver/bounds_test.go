@@ -24,9 +24,10 @@ func requestsByTuple(points []point) map[string]int64 {
 		if p.fam != 0 {
 			continue
 		}
-		k := p.key.gateway + " " + p.key.route
-		if p.key.overflow {
-			k = p.key.gateway + " overflow"
+		t := p.tuple()
+		k := t.gateway + " " + t.route
+		if t.overflow {
+			k = t.gateway + " overflow"
 		}
 		out[k] += int64(p.total)
 	}

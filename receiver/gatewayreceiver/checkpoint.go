@@ -261,14 +261,12 @@ func (c *checkpointer) encode(dst []byte, openStart pcommon.Timestamp) []byte {
 // encodePoints appends a window's points section.
 func encodePoints(dst []byte, items []point, buckets []uint64, agg *aggregator) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(items)))
-	var key []byte
 	for i := range items {
 		p := &items[i]
 		f := &agg.prof.families[p.fam]
 		dst = binary.AppendUvarint(dst, uint64(p.fam))
-		key = encodeKey(key[:0], &p.key)
-		dst = binary.AppendUvarint(dst, uint64(len(key)))
-		dst = append(dst, key...)
+		dst = binary.AppendUvarint(dst, uint64(len(p.enc)))
+		dst = append(dst, p.enc...)
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.total))
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.sum))
 		dst = binary.AppendUvarint(dst, p.count)
@@ -419,8 +417,9 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 		return point{}
 	}
 	f := &agg.prof.families[fam]
-	p := point{fam: int(fam)}
-	if !decodeKey(string(d.bytes()), &p.key) { // one copy, which the strings share
+	p := point{fam: int(fam), enc: string(d.bytes())}
+	var k tupleKey
+	if !decodeKey(p.enc, &k) {
 		d.fail("bad tuple")
 	}
 	p.total = math.Float64frombits(d.u64())
