@@ -361,8 +361,6 @@ type savedStream struct {
 	s      stream // value fields only
 }
 
-var errCorrupt = ckpt.ErrCorrupt
-
 // decodeCheckpoint parses b. The outcome says why it failed (err != nil).
 // Streams whose last point is older than staleBefore (unix nanos) are left
 // out, as the sweep would remove them.
