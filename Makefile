@@ -61,7 +61,7 @@ bench:
 	cd bench/receiver && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 
 lint:
-	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*')); \
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*' -not -path './bench/*/dist/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
@@ -80,4 +80,4 @@ lint-deploy: prometheus
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 clean:
-	rm -rf dist
+	rm -rf dist bench/distribution/dist
