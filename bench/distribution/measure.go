@@ -22,6 +22,7 @@ type Options struct {
 type Step struct {
 	Load
 	CPU       time.Duration // collector user+sys over the step and its settling
+	Waited    time.Duration // collector threads ready but waiting for a CPU over the same time
 	Client    time.Duration // this process's user+sys over the step: the sender (and the scrapes' parsing)
 	RSSMax    int64         // highest VmRSS sampled (every 250 ms) over the step and its settling
 	HWM       int64         // VmHWM at the end of the step
@@ -53,28 +54,53 @@ func (s Step) MedianScrape() time.Duration {
 // minSustained is the share of the asked rate a step must reach.
 const minSustained = 0.95
 
-// Ladder starts the contender, holds every rate of o.Rates in turn and
-// stops it. The counters are cumulative over the whole ladder, so every step
-// compares the served totals with everything acknowledged so far.
-func Ladder(c Contender, w *Workload, o Options) (steps []Step, err error) {
-	p, err := Start(c, o.CPU)
-	if err != nil {
-		return nil, err
+// Run starts every contender, then climbs the rates: each rate is held
+// with every contender still climbing, one after the other, so load from
+// other jobs on a shared machine falls on all of them alike. A contender
+// that does not sustain a rate is stopped and climbs no further. The
+// counters are cumulative over the whole run, so every step compares the
+// served totals with everything acknowledged so far.
+func Run(cs []Contender, w *Workload, o Options) (_ map[string][]Step, err error) {
+	type running struct {
+		c     Contender
+		p     *Process
+		s     *Sender
+		spans int64
+	}
+	var rs []*running
+	stop := func(r *running) {
+		r.s.Close()
+		if serr := r.p.Stop(); serr != nil && err == nil {
+			err = fmt.Errorf("%s: %w", r.c.Key, serr)
+		}
+		r.p = nil
 	}
 	defer func() {
-		if serr := p.Stop(); serr != nil && err == nil {
-			err = fmt.Errorf("%s: %w", c.Key, serr)
+		for _, r := range rs {
+			if r.p != nil {
+				stop(r)
+			}
 		}
+		scrapeClient.CloseIdleConnections()
 	}()
-	s := NewSender(w, p.OTLP)
-	defer s.Close()
-	defer scrapeClient.CloseIdleConnections()
-	var spans int64
+	for _, c := range cs {
+		p, err := Start(c, o.CPU)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, &running{c: c, p: p, s: NewSender(w, p.OTLP)})
+	}
+	steps := map[string][]Step{}
 	for _, rate := range o.Rates {
-		st := hold(p, c, s, rate, o, &spans)
-		steps = append(steps, st)
-		if !st.Sustained {
-			break
+		for _, r := range rs {
+			if r.p == nil {
+				continue
+			}
+			st := hold(r.p, r.c, r.s, rate, o, &r.spans)
+			steps[r.c.Key] = append(steps[r.c.Key], st)
+			if !st.Sustained {
+				stop(r)
+			}
 		}
 	}
 	return steps, nil
@@ -86,6 +112,7 @@ func hold(p *Process, c Contender, s *Sender, rate int, o Options, spans *int64)
 	var st Step
 	pid := p.Pid()
 	cpu0, _ := CPU(pid)
+	wait0, _ := RunqueueWait(pid)
 	self0 := selfCPU()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,7 +175,8 @@ func hold(p *Process, c Contender, s *Sender, rate int, o Options, spans *int64)
 	cancel()
 	wg.Wait()
 	cpu1, _ := CPU(pid)
-	st.CPU = cpu1 - cpu0
+	wait1, _ := RunqueueWait(pid)
+	st.CPU, st.Waited = cpu1-cpu0, wait1-wait0
 	_, st.HWM, _ = Memory(pid)
 	st.Alive = p.Alive()
 	st.Sustained = st.Alive && st.Refused == 0 && st.Exact && st.Rate() >= minSustained*float64(rate)

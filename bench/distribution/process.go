@@ -230,3 +230,32 @@ func Memory(pid int) (rss, hwm int64, err error) {
 	}
 	return rss, hwm, sc.Err()
 }
+
+// RunqueueWait is the time the process's threads were ready to run but
+// waited for a CPU (second field of /proc/<pid>/task/<tid>/schedstat, summed
+// over the threads): on a shared machine, the share of the step the
+// collector lost to other jobs on its core.
+func RunqueueWait(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var wait int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		wait += n
+	}
+	return time.Duration(wait), nil
+}

@@ -63,33 +63,31 @@ func TestReport(t *testing.T) {
 	o := Options{Rates: rates, Step: *stepFlag, ScrapeEvery: *scrapeFlag, Settle: *settleFlag, CPU: cpu}
 	w := NewWorkload()
 
-	results := map[string][]Step{}
-	for _, c := range Contenders {
-		steps, err := Ladder(c, w, o)
-		if err != nil {
-			t.Fatalf("%s: %v", c.Key, err)
-		}
-		results[c.Key] = steps
+	results, err := Run(Contenders, w, o)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nKong spans over OTLP/HTTP protobuf on loopback: %d distinct exports × %d spans (%d `kong` SERVER roots + %d `kong.balancer` children), %d routes, %.0f KiB per export, %d senders, open-loop schedule.\n",
 		Exports, SpansPerExport, RequestsPerExport, RequestsPerExport, Routes, float64(w.Bytes)/float64(len(w.Bodies))/1024, Senders)
-	fmt.Fprintf(&b, "Each collector: its own process, GOMAXPROCS=1, %s; sender and scraper: %s. Steps of %v; /metrics scraped every %v under load; counts compared after each step (≤ %v to settle). Builds: %v.\n",
+	fmt.Fprintf(&b, "Each collector: its own process, GOMAXPROCS=1, %s; sender and scraper: %s. Steps of %v, interleaved (each rate: ours, then contrib); /metrics scraped every %v under load; counts compared after each step (≤ %v to settle). Builds: %v.\n",
 		pinning("taskset -c ", cpu, "not pinned"), pinning("taskset -c ", pinnedClient, "not pinned"), o.Step, o.ScrapeEvery, o.Settle, built.Round(time.Second))
+	b.WriteString("CPU lost: of the time the collector's threads were ready to run, the share they waited for a CPU held by another job (/proc/<pid>/task/*/schedstat).\n")
 	b.WriteString("A step is sustained when every export is answered 2xx, the acknowledged rate is ≥ 95 % of the target and the request counter and the duration histogram's count, summed over /metrics, equal the requests acknowledged.\n\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contender\ttarget spans/s\tacked spans/s\trefused\tlate\trequests acked\tcounter\thistogram count\tsettled\tCPU ns/span\tCPU % of core\tclient CPU %\tRSS max MiB\tscrape ms (load)\tseries\t\t")
+	fmt.Fprintln(tw, "contender\ttarget spans/s\tacked spans/s\trefused\tlate\trequests acked\tcounter\thistogram count\tsettled\tCPU ns/span\tCPU % of core\tCPU lost %\tclient CPU %\tRSS max MiB\tscrape ms (load)\tseries\t\t")
 	for _, c := range Contenders {
 		for _, s := range results[c.Key] {
 			verdict := "sustained"
 			if !s.Sustained {
 				verdict = "NOT sustained: " + why(s)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%s\t%d\t%d\t%d\t%.1fs\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%s\t\n",
+			span := (s.Wall + s.Settled).Seconds()
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%s\t%d\t%d\t%d\t%.1fs\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%s\t\n",
 				c.Key, s.Target, s.Rate(), s.Refused, s.Late.Round(time.Millisecond), s.Want, s.Final.Requests, s.Final.Counted,
-				s.Settled.Seconds(), s.CPUPerSpan(), 100*s.CPU.Seconds()/(s.Wall+s.Settled).Seconds(),
+				s.Settled.Seconds(), s.CPUPerSpan(), 100*s.CPU.Seconds()/span, 100*s.Waited.Seconds()/(s.Waited+s.CPU).Seconds(),
 				100*s.Client.Seconds()/s.Wall.Seconds(), mib(s.RSSMax), ms(s.MedianScrape()), s.Final.Series, verdict)
 		}
 	}
@@ -100,17 +98,19 @@ func TestReport(t *testing.T) {
 		sums[c.Key] = summarize(results[c.Key], rates)
 	}
 	common := commonRate(results, rates)
-	fmt.Fprintf(&b, "\nSummary: each contender at its highest sustained step (CPU, RSS max = VmHWM at the end of that step, scrape = the idle scrape that confirmed its counts); RSS at %d spans/s = highest VmRSS sampled at the highest rate both sustained.\n\n", common)
+	fmt.Fprintf(&b, "\nSummary: each contender at its highest sustained step (CPU; RSS max = VmHWM at the end of that step; scrape = the idle scrape that confirmed its counts), and at %[1]d spans/s, the highest rate both sustained (CPU; RSS = highest VmRSS sampled).\n\n", common)
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "contender\tsustained spans/s\tCPU ns/span\tRSS max MiB\tRSS MiB at %d/s\tscrape ms (10k routes, idle)\tsamples\t/metrics KiB\trequest series\t\n", common)
+	fmt.Fprintf(tw, "contender\tsustained spans/s\tCPU ns/span\tCPU ns/span at %d/s\tRSS max MiB\tRSS MiB at %d/s\tscrape ms (10k routes, idle)\tsamples\t/metrics KiB\trequest series\t\n", common, common)
 	for _, c := range Contenders {
 		s := sums[c.Key]
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.0f\t%d\t\n", c.Key, s.rateText(), s.cpu, mib(s.hwm), mib(rssAt(results[c.Key], common)),
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.0f\t%d\t\n", c.Key, s.rateText(), s.cpu, at(results[c.Key], common).CPUPerSpan(),
+			mib(s.hwm), mib(at(results[c.Key], common).RSSMax),
 			ms(s.scrape.Took), s.scrape.Samples, float64(s.scrape.Bytes)/1024, s.scrape.Series)
 	}
 	o1, c1 := sums["ours"], sums["contrib"]
-	fmt.Fprintf(tw, "ours/contrib\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\n", ratio(float64(o1.rate), float64(c1.rate)), ratio(o1.cpu, c1.cpu),
-		ratio(float64(o1.hwm), float64(c1.hwm)), ratio(float64(rssAt(results["ours"], common)), float64(rssAt(results["contrib"], common))),
+	oc, cc := at(results["ours"], common), at(results["contrib"], common)
+	fmt.Fprintf(tw, "ours/contrib\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\n", ratio(float64(o1.rate), float64(c1.rate)), ratio(o1.cpu, c1.cpu),
+		ratio(oc.CPUPerSpan(), cc.CPUPerSpan()), ratio(float64(o1.hwm), float64(c1.hwm)), ratio(float64(oc.RSSMax), float64(cc.RSSMax)),
 		ratio(float64(o1.scrape.Took), float64(c1.scrape.Took)), ratio(float64(o1.scrape.Samples), float64(c1.scrape.Samples)),
 		ratio(float64(o1.scrape.Bytes), float64(c1.scrape.Bytes)))
 	_ = tw.Flush()
@@ -127,6 +127,8 @@ func TestReport(t *testing.T) {
 		fmt.Fprintf(&b, "  ours sustains ≥ %.0f× contrib's spans/s:  %.2f× %s%s\n", minRateVsContrib, r, verdict(r >= minRateVsContrib), bound)
 		m := float64(o1.hwm) / float64(c1.hwm)
 		fmt.Fprintf(&b, "  at ≤ %.2f× contrib's RSS (each at its highest sustained step):  %.2f× %s\n", maxRSSVsContrib, m, verdict(m <= maxRSSVsContrib))
+		m = float64(oc.RSSMax) / float64(cc.RSSMax)
+		fmt.Fprintf(&b, "  at ≤ %.2f× contrib's RSS (both at %d spans/s):  %.2f× %s\n", maxRSSVsContrib, common, m, verdict(m <= maxRSSVsContrib))
 	}
 	fmt.Fprintf(&b, "\nrun took %v (builds included). Shared 2-core machine: other jobs ran alongside.\n", time.Since(t0).Round(time.Second))
 	t.Log(b.String())
@@ -181,13 +183,14 @@ func commonRate(results map[string][]Step, rates []int) int {
 	return max(common, 0)
 }
 
-func rssAt(steps []Step, rate int) int64 {
+// at is the step held at rate (zero if none).
+func at(steps []Step, rate int) Step {
 	for _, s := range steps {
 		if s.Target == rate {
-			return s.RSSMax
+			return s
 		}
 	}
-	return 0
+	return Step{}
 }
 
 func why(s Step) string {
