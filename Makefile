@@ -53,12 +53,16 @@ prometheus:
 
 # Micro-benchmarks beside the code, then the peer comparisons (own modules,
 # so peers never enter the main module): each prints its table with ratios.
+# bench/distribution runs both ocb-built distributions as processes at stepped
+# rates, DIST_STEP per rate (30s: ~7-10 min; it builds what is missing).
+DIST_STEP ?= 30s
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .
 	cd bench/promstream && $(GO) test -run TestReport -v -count 1 -timeout 30m .
 	cd bench/health && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 	cd bench/receiver && $(GO) test -run TestReport -v -count 1 -timeout 10m .
+	cd bench/distribution && $(GO) test -run TestReport -v -count 1 -timeout 30m . -step $(DIST_STEP)
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*' -not -path './bench/*/dist/*')); \
