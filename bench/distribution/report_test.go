@@ -16,7 +16,7 @@ import (
 
 var (
 	stepFlag   = flag.Duration("step", 30*time.Second, "how long each rate is held")
-	ratesFlag  = flag.String("rates", "5000,10000,20000,40000,80000,160000,320000", "spans/s, comma-separated; each contender climbs until a step is not sustained")
+	ratesFlag  = flag.String("rates", "5000,10000,20000,40000,80000,160000,320000,640000", "spans/s, comma-separated; each contender climbs until a step is not sustained")
 	scrapeFlag = flag.Duration("scrape-every", 15*time.Second, "scrape /metrics this often while a step runs")
 	settleFlag = flag.Duration("settle", 20*time.Second, "longest wait after a step for the served counts to equal the acknowledged ones (both flush every 5s)")
 	cpuFlag    = flag.String("cpu", "1", "taskset CPU list of each collector (GOMAXPROCS=1 always); empty: not pinned")
