@@ -54,8 +54,8 @@ prometheus:
 # Micro-benchmarks beside the code, then the peer comparisons (own modules,
 # so peers never enter the main module): each prints its table with ratios.
 # bench/distribution runs both ocb-built distributions as processes at stepped
-# rates, DIST_STEP per rate (30s: ~7-10 min; it builds what is missing).
-DIST_STEP ?= 30s
+# rates, DIST_STEP per rate (20s: ~10 min; it builds what is missing).
+DIST_STEP ?= 20s
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .

@@ -19,11 +19,11 @@ const Senders = 8
 // Load is what one step's sender achieved.
 type Load struct {
 	Target  int           // spans/s asked for
-	Posts   int           // exports scheduled (Target × duration / SpansPerExport)
+	Posts   int           // exports scheduled (Target × duration / SpansPerExport); those not started by 1.25 × duration are not sent
 	Acked   int64         // spans in exports answered 2xx
 	Refused int64         // exports answered otherwise, or failed
 	Wall    time.Duration // from the first scheduled post to the last answer
-	Late    time.Duration // how far behind schedule the last post started
+	Late    time.Duration // how far behind schedule the latest post started
 	Err     string        // the first refusal, for the report
 }
 
@@ -52,7 +52,9 @@ func (s *Sender) Close() { s.client.CloseIdleConnections() }
 // k × SpansPerExport/rate, whatever happened to the exports before it. Up
 // to Senders exports are in flight; when the collector answers slower than
 // the schedule, posts start late and the step's wall time grows past d,
-// which the achieved rate shows.
+// which the achieved rate shows. No export starts after 1.25 × d: a step
+// that far behind is not sustained whatever follows, and a collector at a
+// third of the rate would otherwise hold it for 3 × d.
 func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Load {
 	posts := max(1, int(int64(rate)*int64(d/time.Millisecond)/1000/SpansPerExport))
 	every := time.Duration(float64(time.Second) * SpansPerExport / float64(rate))
@@ -67,18 +69,20 @@ func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Load {
 	first := s.next
 	s.next += posts
 	start := time.Now()
+	cutoff := start.Add(d + d/4)
 	for range Senders {
 		wg.Go(func() {
 			for {
 				k := int(next.Add(1) - 1)
-				if k >= posts || ctx.Err() != nil {
+				if k >= posts || ctx.Err() != nil || time.Now().After(cutoff) {
 					return
 				}
 				due := start.Add(time.Duration(k) * every)
 				if wait := time.Until(due); wait > 0 {
 					time.Sleep(wait)
-				} else if k == posts-1 {
-					late.Store(int64(-wait))
+				} else {
+					for cur := late.Load(); int64(-wait) > cur && !late.CompareAndSwap(cur, int64(-wait)); cur = late.Load() {
+					}
 				}
 				body := s.w.Bodies[(first+k)%len(s.w.Bodies)]
 				if err := s.post(ctx, body); err != nil {

@@ -3,6 +3,7 @@ package distribution
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"syscall"
@@ -33,7 +34,8 @@ type Step struct {
 	Exact     bool          // Final's request counter and histogram count both equal Want
 	Sustained bool          // every export acknowledged, ≥ 95 % of the rate, exact counts
 	Alive     bool
-	Attempt   int // 1, or 2 when the first attempt at this rate was not sustained
+	Attempt   int  // 1, or 2 when the first attempt at this rate was not sustained
+	Refine    bool // the step between the last rate sustained and the first one not
 }
 
 // CPUPerSpan is the collector's CPU nanoseconds per acknowledged span.
@@ -63,8 +65,8 @@ const (
 // Run starts every contender, then climbs the rates: each rate is held
 // with every contender still climbing, one after the other, so load from
 // other jobs on a shared machine falls on all of them alike. A contender
-// that does not sustain a rate twice in a row is stopped and climbs no
-// further. The
+// that does not sustain a rate twice in a row holds the rate halfway (on a
+// log scale) to the last one it sustained, then is stopped. The
 // counters are cumulative over the whole run, so every step compares the
 // served totals with everything acknowledged so far.
 func Run(cs []Contender, w *Workload, o Options) (_ map[string][]Step, err error) {
@@ -73,6 +75,7 @@ func Run(cs []Contender, w *Workload, o Options) (_ map[string][]Step, err error
 		p     *Process
 		s     *Sender
 		spans int64
+		last  int // highest rate sustained so far
 	}
 	var rs []*running
 	stop := func(r *running) {
@@ -98,22 +101,36 @@ func Run(cs []Contender, w *Workload, o Options) (_ map[string][]Step, err error
 		rs = append(rs, &running{c: c, p: p, s: NewSender(w, p.OTLP)})
 	}
 	steps := map[string][]Step{}
+	// climb holds rate up to attempts times: on a shared machine one burst
+	// of other jobs' work can sink a single step. It reports whether the
+	// rate was sustained, and whether the process still runs.
+	climb := func(r *running, rate int, refine bool) (sustained, alive bool) {
+		for attempt := 1; attempt <= attempts; attempt++ {
+			st := hold(r.p, r.c, r.s, rate, o, &r.spans)
+			st.Attempt, st.Refine = attempt, refine
+			steps[r.c.Key] = append(steps[r.c.Key], st)
+			if st.Sustained || !st.Alive {
+				return st.Sustained, st.Alive
+			}
+		}
+		return false, true
+	}
 	for _, rate := range o.Rates {
 		for _, r := range rs {
-			// A step that is not sustained is held once more before the
-			// contender is stopped: on a shared machine one burst of other
-			// jobs' work can sink a single step.
-			for attempt := 1; attempt <= attempts && r.p != nil; attempt++ {
-				st := hold(r.p, r.c, r.s, rate, o, &r.spans)
-				st.Attempt = attempt
-				steps[r.c.Key] = append(steps[r.c.Key], st)
-				if st.Sustained {
-					break
-				}
-				if attempt == attempts || !st.Alive {
-					stop(r)
-				}
+			if r.p == nil {
+				continue
 			}
+			ok, alive := climb(r, rate, false)
+			if ok {
+				r.last = rate
+				continue
+			}
+			// One step between the last rate sustained and this one (their
+			// geometric mean), so the ladder's resolution is √2, not 2.
+			if mid := int(math.Sqrt(float64(r.last)*float64(rate))) / 1000 * 1000; alive && r.last > 0 && mid > r.last && mid < rate {
+				climb(r, mid, true)
+			}
+			stop(r)
 		}
 	}
 	return steps, nil

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	stepFlag   = flag.Duration("step", 30*time.Second, "how long each rate is held")
+	stepFlag   = flag.Duration("step", 20*time.Second, "how long each rate is held")
 	ratesFlag  = flag.String("rates", "5000,10000,20000,40000,80000,160000,320000,640000", "spans/s, comma-separated; each contender climbs until a step is not sustained")
 	scrapeFlag = flag.Duration("scrape-every", 15*time.Second, "scrape /metrics this often while a step runs")
 	settleFlag = flag.Duration("settle", 20*time.Second, "longest wait after a step for the served counts to equal the acknowledged ones (both flush every 5s)")
@@ -34,7 +34,7 @@ const (
 // per step and the summary with ratios. About 10 min with the defaults on 2
 // cores:
 //
-//	cd bench/distribution && go test -run TestReport -v -count 1 -timeout 30m . -step 30s
+//	cd bench/distribution && go test -run TestReport -v -count 1 -timeout 30m . -step 20s
 func TestReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two collectors and loads them for minutes")
@@ -74,7 +74,7 @@ func TestReport(t *testing.T) {
 	fmt.Fprintf(&b, "Each collector: its own process, GOMAXPROCS=1, %s; sender and scraper: %s. Steps of %v, interleaved (each rate: ours, then contrib); /metrics scraped every %v under load; counts compared after each step (≤ %v to settle). Builds: %v.\n",
 		pinning("taskset -c ", cpu, "not pinned"), pinning("taskset -c ", pinnedClient, "not pinned"), o.Step, o.ScrapeEvery, o.Settle, built.Round(time.Second))
 	b.WriteString("CPU lost: of the time the collector's threads were ready to run, the share they waited for a CPU held by another job or another of its threads (/proc/<pid>/task/*/schedstat).\n")
-	b.WriteString("A step is sustained when every export is answered 2xx, the acknowledged rate is ≥ 95 % of the target and the request counter and the duration histogram's count, summed over /metrics, equal the requests acknowledged; a contender stops at the first rate it does not sustain twice in a row.\n\n")
+	b.WriteString("A step is sustained when every export is answered 2xx, the acknowledged rate is ≥ 95 % of the target and the request counter and the duration histogram's count, summed over /metrics, equal the requests acknowledged; a contender that does not sustain a rate twice in a row holds the rate halfway (log scale) to its last sustained one, then stops.\n\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "contender\ttarget spans/s\tacked spans/s\trefused\tlate\trequests acked\tcounter\thistogram count\tsettled\tCPU ns/span\tCPU % of core\tCPU lost %\tclient CPU %\tRSS max MiB\tscrape ms (load)\tseries\t\t")
@@ -86,6 +86,9 @@ func TestReport(t *testing.T) {
 			}
 			if s.Attempt > 1 {
 				verdict = "(again) " + verdict
+			}
+			if s.Refine {
+				verdict = "(between) " + verdict
 			}
 			span := (s.Wall + s.Settled).Seconds()
 			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%s\t%d\t%d\t%d\t%.1fs\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%d\t%s\t\n",
@@ -165,8 +168,8 @@ func (s summary) rateText() string {
 
 func summarize(steps []Step, rates []int) summary {
 	var s summary
-	for _, st := range steps { // a contender climbs only past sustained steps
-		if !st.Sustained {
+	for _, st := range steps {
+		if !st.Sustained || st.Target <= s.rate {
 			continue
 		}
 		s = summary{rate: st.Target, top: st.Target == rates[len(rates)-1], cpu: st.CPUPerSpan(), hwm: st.HWM, scrape: st.Final}
