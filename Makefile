@@ -53,15 +53,19 @@ prometheus:
 
 # Micro-benchmarks beside the code, then the peer comparisons (own modules,
 # so peers never enter the main module): each prints its table with ratios.
+# bench/distribution runs both ocb-built distributions as processes at stepped
+# rates, DIST_STEP per rate (20s: ~10 min; it builds what is missing).
+DIST_STEP ?= 20s
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd bench/cumulative && $(GO) test -run TestCompare -v -timeout 30m .
 	cd bench/promstream && $(GO) test -run TestReport -v -count 1 -timeout 30m .
 	cd bench/health && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 	cd bench/receiver && $(GO) test -run TestReport -v -count 1 -timeout 10m .
+	cd bench/distribution && $(GO) test -run TestReport -v -count 1 -timeout 30m . -step $(DIST_STEP)
 
 lint:
-	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*')); \
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*' -not -path './bench/*/dist/*')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.6.1 ./...
@@ -80,4 +84,4 @@ lint-deploy: prometheus
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 clean:
-	rm -rf dist
+	rm -rf dist bench/distribution/dist

@@ -224,26 +224,6 @@ func (s Set) Equal(m pcommon.Map) bool {
 	return d.mapEqual(m) && !d.err
 }
 
-func (d *decoder) skipValue() {
-	switch d.byte() {
-	case tagStr, tagBytes:
-		d.str()
-	case tagBool:
-		d.byte()
-	case tagInt, tagDouble:
-		d.u64()
-	case tagSlice:
-		for range d.uvarint() {
-			d.skipValue()
-		}
-	case tagMap:
-		for range d.uvarint() {
-			d.str()
-			d.skipValue()
-		}
-	}
-}
-
 // CopyTo replaces the contents of dest with the entries of s, in canonical
 // (key) order. It allocates what dest needs; use it when emitting a stream
 // whose attributes are not at hand.

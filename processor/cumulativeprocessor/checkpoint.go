@@ -1,12 +1,9 @@
 package cumulativeprocessor
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"hash/crc32"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -21,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	ckpt "github.com/otelgateway/otelgateway/internal/checkpoint"
 	"github.com/otelgateway/otelgateway/internal/identity"
 )
 
@@ -72,20 +70,18 @@ func checkpointFingerprint(cfg *Config) uint64 {
 	return h.Sum64()
 }
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 // checkpointOutcome is the outcome attribute of
-// otelcol_processor_cumulative_checkpoints.
-type checkpointOutcome string
+// otelcol_processor_cumulative_checkpoints (internal/checkpoint's values).
+type checkpointOutcome = ckpt.Outcome
 
 const (
-	ckptRestored         checkpointOutcome = "restored"
-	ckptDiscardedCorrupt checkpointOutcome = "discarded_corrupt"
-	ckptDiscardedVersion checkpointOutcome = "discarded_version"
-	ckptDiscardedConfig  checkpointOutcome = "discarded_config"
-	ckptRestoreFailed    checkpointOutcome = "restore_failed"
-	ckptSaved            checkpointOutcome = "saved"
-	ckptSaveFailed       checkpointOutcome = "save_failed"
+	ckptRestored         = ckpt.Restored
+	ckptDiscardedCorrupt = ckpt.DiscardedCorrupt
+	ckptDiscardedVersion = ckpt.DiscardedVersion
+	ckptDiscardedConfig  = ckpt.DiscardedConfig
+	ckptRestoreFailed    = ckpt.RestoreFailed
+	ckptSaved            = ckpt.Saved
+	ckptSaveFailed       = ckpt.SaveFailed
 )
 
 func (p *cumulativeProcessor) countCheckpoint(ctx context.Context, o checkpointOutcome) {
@@ -100,13 +96,9 @@ func (p *cumulativeProcessor) countCheckpoint(ctx context.Context, o checkpointO
 // persistence.
 func (p *cumulativeProcessor) openStorage(ctx context.Context, host component.Host) (storage.Client, error) {
 	id := *p.cfg.Storage
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q not found", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
+	se, err := ckpt.Extension(host, id)
+	if err != nil {
+		return nil, err
 	}
 	client, err := se.GetClient(ctx, component.KindProcessor, p.id, "")
 	if err != nil {
@@ -230,10 +222,8 @@ func (p *cumulativeProcessor) encodeCheckpoint() []byte {
 
 	var e encoder
 	e.b = make([]byte, 0, len(streams.b)+64*len(descs)+32)
-	e.b = append(e.b, checkpointMagic...)
-	e.uvarint(checkpointVersion)
-	crcAt := len(e.b)
-	e.b = append(e.b, 0, 0, 0, 0)
+	var crcAt int
+	e.b, crcAt = ckpt.AppendHeader(e.b, checkpointMagic, checkpointVersion)
 	e.u64(checkpointFingerprint(p.cfg))
 	e.uvarint(uint64(len(descs)))
 	for _, d := range descs {
@@ -251,7 +241,7 @@ func (p *cumulativeProcessor) encodeCheckpoint() []byte {
 	}
 	e.uvarint(uint64(n))
 	e.b = append(e.b, streams.b...)
-	binary.LittleEndian.PutUint32(e.b[crcAt:], crc32.Checksum(e.b[crcAt+4:], crcTable))
+	ckpt.Seal(e.b, crcAt)
 	return e.b
 }
 
@@ -371,27 +361,16 @@ type savedStream struct {
 	s      stream // value fields only
 }
 
-var errCorrupt = errors.New("corrupt checkpoint")
-
 // decodeCheckpoint parses b. The outcome says why it failed (err != nil).
 // Streams whose last point is older than staleBefore (unix nanos) are left
 // out, as the sweep would remove them.
 func decodeCheckpoint(b []byte, fingerprint uint64, staleBefore int64) (*checkpoint, checkpointOutcome, error) {
-	if !bytes.HasPrefix(b, []byte(checkpointMagic)) {
-		return nil, ckptDiscardedCorrupt, fmt.Errorf("%w: no %q header", errCorrupt, checkpointMagic)
+	body, outcome, err := ckpt.Open(b, checkpointMagic, checkpointVersion)
+	if err != nil {
+		return nil, outcome, err
 	}
-	d := decoder{b: b[len(checkpointMagic):]}
-	if v := d.uvarint(); d.err != nil || v != checkpointVersion {
-		if d.err != nil {
-			return nil, ckptDiscardedCorrupt, d.err
-		}
-		return nil, ckptDiscardedVersion, fmt.Errorf("checkpoint format version %d, this collector reads %d", v, checkpointVersion)
-	}
-	if len(d.b) < 4 || binary.LittleEndian.Uint32(d.b) != crc32.Checksum(d.b[4:], crcTable) {
-		return nil, ckptDiscardedCorrupt, fmt.Errorf("%w: CRC mismatch", errCorrupt)
-	}
-	d.b = d.b[4:]
-	if f := d.u64(); f != fingerprint {
+	d := decoder{ckpt.Decoder{B: body}}
+	if f := d.U64(); f != fingerprint {
 		return nil, ckptDiscardedConfig, errors.New("checkpoint written under another configuration (max_buckets)")
 	}
 	cp, err := d.checkpoint(staleBefore)
@@ -403,21 +382,21 @@ func decodeCheckpoint(b []byte, fingerprint uint64, staleBefore int64) (*checkpo
 
 func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 	cp := &checkpoint{md: pmetric.NewMetrics()}
-	nm := d.count(10)
+	nm := d.Count(10)
 	for range nm {
 		rm := cp.md.ResourceMetrics().AppendEmpty()
 		d.attrs(rm.Resource().Attributes())
-		rm.SetSchemaUrl(d.str())
+		rm.SetSchemaUrl(d.Str())
 		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName(d.str())
-		sm.Scope().SetVersion(d.str())
+		sm.Scope().SetName(d.Str())
+		sm.Scope().SetVersion(d.Str())
 		d.attrs(sm.Scope().Attributes())
-		sm.SetSchemaUrl(d.str())
+		sm.SetSchemaUrl(d.Str())
 		m := sm.Metrics().AppendEmpty()
-		m.SetName(d.str())
-		m.SetUnit(d.str())
-		m.SetDescription(d.str())
-		typ, mono := pmetric.MetricType(d.byte()), d.byte() == 1
+		m.SetName(d.Str())
+		m.SetUnit(d.Str())
+		m.SetDescription(d.Str())
+		typ, mono := pmetric.MetricType(d.Byte()), d.Byte() == 1
 		switch typ {
 		case pmetric.MetricTypeSum:
 			m.SetEmptySum().SetIsMonotonic(mono)
@@ -426,53 +405,53 @@ func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 		case pmetric.MetricTypeExponentialHistogram:
 			m.SetEmptyExponentialHistogram()
 		default:
-			d.fail("metric type %d", typ)
+			d.Fail("metric type %d", typ)
 		}
-		if d.err != nil {
-			return nil, d.err
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		cp.metrics = append(cp.metrics, m)
 	}
-	ns := d.count(30)
+	ns := d.Count(30)
 	lastBounds := make(map[int][]float64)
 	for range ns {
-		idx := d.uvarint()
-		if d.err == nil && idx >= uint64(len(cp.metrics)) {
-			d.fail("metric index %d of %d", idx, len(cp.metrics))
+		idx := d.Uvarint()
+		if d.Err == nil && idx >= uint64(len(cp.metrics)) {
+			d.Fail("metric index %d of %d", idx, len(cp.metrics))
 		}
 		mi := int(idx)
-		if d.err != nil {
-			return nil, d.err
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		ss := savedStream{metric: mi, attrs: pcommon.NewMap()}
-		raw := d.str()
+		raw := d.Str()
 		d.decodeSet(raw, ss.attrs)
 		ss.set = identity.SetOf(ss.attrs)
-		if d.err == nil && ss.set.String() != raw {
-			d.fail("attribute set not in canonical form")
+		if d.Err == nil && ss.set.String() != raw {
+			d.Fail("attribute set not in canonical form")
 		}
 		s := &ss.s
-		f := d.byte()
+		f := d.Byte()
 		s.overflow, s.started, s.dirty = f&flagOverflow != 0, f&flagStarted != 0, f&flagDirty != 0
 		s.isInt, s.fresh = f&flagIsInt != 0, f&flagFresh != 0
-		s.start, s.last, s.winStart = pcommon.Timestamp(d.u64()), pcommon.Timestamp(d.u64()), pcommon.Timestamp(d.u64())
-		s.seen = d.varint()
+		s.start, s.last, s.winStart = pcommon.Timestamp(d.U64()), pcommon.Timestamp(d.U64()), pcommon.Timestamp(d.U64())
+		s.seen = d.Varint()
 		switch cp.metrics[mi].Type() {
 		case pmetric.MetricTypeSum:
-			v := d.u64()
+			v := d.U64()
 			if s.isInt {
 				s.i = int64(v)
 			} else {
 				s.f = math.Float64frombits(v)
 			}
-			s.prev = d.u64()
+			s.prev = d.U64()
 		case pmetric.MetricTypeHistogram:
 			s.hist = d.hist(s.fresh, mi, lastBounds)
 		case pmetric.MetricTypeExponentialHistogram:
 			s.exp = d.exp()
 		}
-		if d.err != nil {
-			return nil, d.err
+		if d.Err != nil {
+			return nil, d.Err
 		}
 		if s.seen < staleBefore {
 			cp.stale++
@@ -480,63 +459,63 @@ func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 		}
 		cp.streams = append(cp.streams, ss)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d bytes after the last stream", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d bytes after the last stream", len(d.B))
 	}
-	return cp, d.err
+	return cp, d.Err
 }
 
 func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histState {
-	if d.byte() == 0 {
+	if d.Byte() == 0 {
 		return nil
 	}
 	var bounds []float64
-	switch n := d.uvarint(); {
-	case d.err != nil:
+	switch n := d.Uvarint(); {
+	case d.Err != nil:
 		return nil
 	case n == 0:
 		b, ok := last[metric]
 		if !ok {
-			d.fail("histogram bounds refer to no earlier stream")
+			d.Fail("histogram bounds refer to no earlier stream")
 			return nil
 		}
 		bounds = b
 	default:
-		if n-1 > uint64(len(d.b)/8) {
-			d.fail("%d bounds in %d bytes", n-1, len(d.b))
+		if n-1 > uint64(len(d.B)/8) {
+			d.Fail("%d bounds in %d bytes", n-1, len(d.B))
 			return nil
 		}
 		bounds = make([]float64, n-1)
 		for i := range bounds {
-			bounds[i] = d.f64()
+			bounds[i] = d.F64()
 		}
 		last[metric] = bounds
 	}
 	n := len(bounds) + 1
 	h := &histState{bounds: bounds, counts: make([]uint64, n, 2*n)}
-	h.count = d.uvarint()
+	h.count = d.Uvarint()
 	d.moments(&h.moments)
 	for i := range h.counts {
-		h.counts[i] = d.uvarint()
+		h.counts[i] = d.Uvarint()
 	}
 	if !fresh {
-		h.prevCount = d.uvarint()
+		h.prevCount = d.Uvarint()
 		d.moments(&h.prev)
 		prev := h.prevCounts()
 		for i := range prev {
-			prev[i] = d.uvarint()
+			prev[i] = d.Uvarint()
 		}
 	}
 	return h
 }
 
 func (d *decoder) exp() *expState {
-	if d.byte() == 0 {
+	if d.Byte() == 0 {
 		return nil
 	}
 	x := new(expState)
 	d.expValues(x)
-	if d.byte() == 1 {
+	if d.Byte() == 1 {
 		x.prev = new(expState)
 		d.expValues(x.prev)
 	}
@@ -544,151 +523,69 @@ func (d *decoder) exp() *expState {
 }
 
 func (d *decoder) expValues(x *expState) {
-	x.count = d.uvarint()
-	x.zeroCount = d.uvarint()
-	scale := d.varint()
-	x.zeroThreshold = d.f64()
+	x.count = d.Uvarint()
+	x.zeroCount = d.Uvarint()
+	scale := d.Varint()
+	x.zeroThreshold = d.F64()
 	d.moments(&x.moments)
 	// The spec's scales; our own state never leaves them (merging only
 	// lowers the scale, and only as far as max_buckets needs).
 	if scale < -10 || scale > 20 {
-		d.fail("scale %d", scale)
+		d.Fail("scale %d", scale)
 	}
 	x.scale = int32(scale)
 	for _, b := range [...]*expBuckets{&x.pos, &x.neg} {
-		off := d.varint()
-		n := d.count(1)
+		off := d.Varint()
+		n := d.Count(1)
 		// Every bucket index must be an int32, as the merge computes them.
 		if off < math.MinInt32 || off+int64(n) > math.MaxInt32 {
-			d.fail("buckets %d..%d", off, off+int64(n))
+			d.Fail("buckets %d..%d", off, off+int64(n))
 		}
 		b.offset = int32(off)
 		if n > 0 {
 			b.counts = make([]uint64, n)
 			for i := range b.counts {
-				b.counts[i] = d.uvarint()
+				b.counts[i] = d.Uvarint()
 			}
 		}
 	}
 }
 
 func (d *decoder) moments(m *moments) {
-	f := d.byte()
+	f := d.Byte()
 	m.hasSum, m.hasMin, m.hasMax = f&1 != 0, f&2 != 0, f&4 != 0
-	m.sum, m.min, m.max = d.f64(), d.f64(), d.f64()
+	m.sum, m.min, m.max = d.F64(), d.F64(), d.F64()
 }
 
 // decoder reads the checkpoint's primitives; err latches the first failure
 // and every read after it returns zero.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a number of elements each taking at least min bytes, so a
-// corrupt count cannot make the decoder allocate beyond the input's size.
-func (d *decoder) count(min int) int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)/min) {
-		d.fail("%d elements in %d bytes", n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *decoder) f64() float64 { return math.Float64frombits(d.u64()) }
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) str() string {
-	n := d.count(1)
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
+// decoder reads a checkpoint body: internal/checkpoint's primitives plus
+// the processor's values.
+type decoder struct{ ckpt.Decoder }
 
 // attrs reads an attribute set (a length-prefixed identity.Set encoding)
 // into dest.
 func (d *decoder) attrs(dest pcommon.Map) {
-	raw := d.str()
+	raw := d.Str()
 	d.decodeSet(raw, dest)
-	if d.err == nil && identity.SetOf(dest).String() != raw {
-		d.fail("attribute set not in canonical form")
+	if d.Err == nil && identity.SetOf(dest).String() != raw {
+		d.Fail("attribute set not in canonical form")
 	}
 }
 
 // decodeSet parses an identity.Set encoding (documented on identity.Set:
 // uvarint count, then sorted key/value entries) into dest.
 func (d *decoder) decodeSet(raw string, dest pcommon.Map) {
-	if d.err != nil || raw == "" {
+	if d.Err != nil || raw == "" {
 		return
 	}
-	sub := decoder{b: []byte(raw)}
+	sub := decoder{ckpt.Decoder{B: []byte(raw)}}
 	sub.setMap(dest, 0)
-	if sub.err == nil && len(sub.b) != 0 {
-		sub.fail("%d bytes after an attribute set", len(sub.b))
+	if sub.Err == nil && len(sub.B) != 0 {
+		sub.Fail("%d bytes after an attribute set", len(sub.B))
 	}
-	if sub.err != nil {
-		d.err = sub.err
+	if sub.Err != nil {
+		d.Err = sub.Err
 	}
 }
 
@@ -705,11 +602,11 @@ const (
 )
 
 func (d *decoder) setMap(dest pcommon.Map, depth int) {
-	n := d.count(2)
+	n := d.Count(2)
 	dest.EnsureCapacity(n)
 	for range n {
-		d.setValue(dest.PutEmpty(d.str()), depth)
-		if d.err != nil {
+		d.setValue(dest.PutEmpty(d.Str()), depth)
+		if d.Err != nil {
 			return
 		}
 	}
@@ -717,22 +614,22 @@ func (d *decoder) setMap(dest pcommon.Map, depth int) {
 
 func (d *decoder) setValue(v pcommon.Value, depth int) {
 	if depth > maxAttrDepth {
-		d.fail("attribute values nested deeper than %d", maxAttrDepth)
+		d.Fail("attribute values nested deeper than %d", maxAttrDepth)
 		return
 	}
-	switch t := d.byte(); t {
+	switch t := d.Byte(); t {
 	case tagStr:
-		v.SetStr(d.str())
+		v.SetStr(d.Str())
 	case tagBool:
-		v.SetBool(d.byte() == 1)
+		v.SetBool(d.Byte() == 1)
 	case tagInt:
-		v.SetInt(int64(d.u64()))
+		v.SetInt(int64(d.U64()))
 	case tagDouble:
-		v.SetDouble(d.f64())
+		v.SetDouble(d.F64())
 	case tagBytes:
-		v.SetEmptyBytes().FromRaw([]byte(d.str()))
+		v.SetEmptyBytes().FromRaw([]byte(d.Str()))
 	case tagSlice:
-		n := d.count(1)
+		n := d.Count(1)
 		s := v.SetEmptySlice()
 		s.EnsureCapacity(n)
 		for range n {
@@ -742,7 +639,7 @@ func (d *decoder) setValue(v pcommon.Value, depth int) {
 		d.setMap(v.SetEmptyMap(), depth+1)
 	case tagEmpty:
 	default:
-		d.fail("attribute value tag %d", t)
+		d.Fail("attribute value tag %d", t)
 	}
 }
 

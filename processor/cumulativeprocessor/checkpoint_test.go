@@ -3,10 +3,8 @@ package cumulativeprocessor
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"maps"
 	"slices"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	ckpt "github.com/otelgateway/otelgateway/internal/checkpoint"
 	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
@@ -337,8 +336,7 @@ func TestCheckpointDiscardedWhole(t *testing.T) {
 	}
 	// reseal recomputes the CRC, so that only the decoder can tell.
 	reseal := func(b []byte) []byte {
-		at := len(checkpointMagic) + 1
-		binary.LittleEndian.PutUint32(b[at:], crcOf(b[at+4:]))
+		ckpt.Reseal(b, checkpointMagic)
 		return b
 	}
 	otherVersion := bytes.Clone(valid)
@@ -386,8 +384,6 @@ func TestCheckpointDiscardedWhole(t *testing.T) {
 	}
 }
 
-func crcOf(b []byte) uint32 { return crc32.Checksum(b, crcTable) }
-
 // TestCheckpointNeverPanics: every single-byte change and every truncation
 // of a valid checkpoint (CRC resealed, so the decoder sees them) is either
 // restored or discarded as corrupt.
@@ -414,11 +410,11 @@ func TestCheckpointNeverPanics(t *testing.T) {
 		for _, x := range []byte{0x01, 0x80, 0xff} {
 			b := bytes.Clone(valid)
 			b[i] ^= x
-			binary.LittleEndian.PutUint32(b[body-4:], crcOf(b[body:]))
+			ckpt.Reseal(b, checkpointMagic)
 			check(b)
 		}
 		b := bytes.Clone(valid[:i])
-		binary.LittleEndian.PutUint32(b[body-4:], crcOf(b[body:]))
+		ckpt.Reseal(b, checkpointMagic)
 		check(b)
 	}
 }
@@ -430,7 +426,7 @@ func FuzzCheckpointBody(f *testing.F) {
 	// A metric index beyond int64: negative once converted (found by fuzzing).
 	f.Add([]byte("\x00\x01\xbe\xbe\xbe\xbe\xbe\xbe\xbe\xbe\xbe\x0100000000000000000000"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := decoder{b: b}
+		d := decoder{ckpt.Decoder{B: b}}
 		if cp, err := d.checkpoint(0); err == nil && cp == nil {
 			t.Fatal("no checkpoint and no error")
 		}

@@ -1,12 +1,10 @@
 package gatewayreceiver
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"hash/fnv"
 	"math"
 	"strconv"
@@ -19,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	ckpt "github.com/otelgateway/otelgateway/internal/checkpoint"
 )
 
 // With `storage` set, the receiver makes a crash cost at most the window
@@ -62,22 +62,6 @@ const (
 	// processor (processor/cumulativeprocessor, replay.go) removes it and
 	// counts the points it already holds as replayed, not dropped.
 	replayScopeAttr = "otelgateway.replay"
-)
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-// checkpointOutcome is the outcome attribute of
-// otelcol_receiver_gateway_checkpoints.
-type checkpointOutcome string
-
-const (
-	ckptSaved            checkpointOutcome = "saved"
-	ckptSaveFailed       checkpointOutcome = "save_failed"
-	ckptRestored         checkpointOutcome = "restored"
-	ckptDiscardedCorrupt checkpointOutcome = "discarded_corrupt"
-	ckptDiscardedVersion checkpointOutcome = "discarded_version"
-	ckptDiscardedConfig  checkpointOutcome = "discarded_config"
-	ckptRestoreFailed    checkpointOutcome = "restore_failed"
 )
 
 // flushedWindow is one window as sent, encoded (its points section).
@@ -124,7 +108,7 @@ func checkpointFingerprint(agg *aggregator) uint64 {
 	return h.Sum64()
 }
 
-func (r *gatewayReceiver) countCheckpoint(ctx context.Context, o checkpointOutcome) {
+func (r *gatewayReceiver) countCheckpoint(ctx context.Context, o ckpt.Outcome) {
 	r.telemetry.ReceiverGatewayCheckpoints.Add(ctx, 1,
 		metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", string(o)))))
 }
@@ -137,17 +121,13 @@ func (r *gatewayReceiver) openCheckpoint(ctx context.Context, host component.Hos
 		return nil
 	}
 	id := *r.cfg.Storage
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return fmt.Errorf("storage: extension %q not found", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return fmt.Errorf("storage: extension %q is not a storage extension", id)
+	se, err := ckpt.Extension(host, id)
+	if err != nil {
+		return err
 	}
 	client, err := se.GetClient(ctx, component.KindReceiver, r.settings.ID, "")
 	if err != nil {
-		r.countCheckpoint(ctx, ckptRestoreFailed)
+		r.countCheckpoint(ctx, ckpt.RestoreFailed)
 		r.settings.Logger.Error("Storage extension gave no client; the open window is kept in memory only",
 			zap.Stringer("storage", id), zap.Error(err))
 		return nil
@@ -163,7 +143,7 @@ func (r *gatewayReceiver) restore(ctx context.Context) {
 	b, err := r.ckpt.store.Get(ctx, checkpointKey)
 	switch {
 	case err != nil:
-		r.countCheckpoint(ctx, ckptRestoreFailed)
+		r.countCheckpoint(ctx, ckpt.RestoreFailed)
 		r.settings.Logger.Warn("Reading the receiver's checkpoint failed; starting a new window", zap.Error(err))
 		return
 	case b == nil:
@@ -189,7 +169,7 @@ func (r *gatewayReceiver) restore(ctx context.Context) {
 	if cp.openStart > 0 {
 		r.windowStart = cp.openStart
 	}
-	r.countCheckpoint(ctx, ckptRestored)
+	r.countCheckpoint(ctx, ckpt.Restored)
 	r.settings.Logger.Info("Restored the receiver's checkpoint", zap.Int("windows", len(cp.windows)),
 		zap.Int("points_replayed", replayed), zap.Time("window_start", cp.openStart.AsTime()))
 }
@@ -212,12 +192,12 @@ func (r *gatewayReceiver) saveCheckpoint(ctx context.Context, items []point, buc
 	c.windows = append(c.windows[:0], c.windows[drop:]...)
 	c.buf = c.encode(c.buf[:0], r.windowStart)
 	if err := c.store.Set(ctx, checkpointKey, c.buf); err != nil {
-		r.countCheckpoint(ctx, ckptSaveFailed)
+		r.countCheckpoint(ctx, ckpt.SaveFailed)
 		r.settings.Logger.Warn("Writing the receiver's checkpoint failed; a crash now loses the windows since the last one",
 			zap.Int("bytes", len(c.buf)), zap.Error(err))
 		return
 	}
-	r.countCheckpoint(ctx, ckptSaved)
+	r.countCheckpoint(ctx, ckpt.Saved)
 }
 
 // closeCheckpoint releases the storage client.
@@ -242,10 +222,7 @@ func markReplay(md pmetric.Metrics) {
 }
 
 func (c *checkpointer) encode(dst []byte, openStart pcommon.Timestamp) []byte {
-	dst = append(dst, checkpointMagic...)
-	dst = binary.AppendUvarint(dst, checkpointVersion)
-	crcAt := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst, crcAt := ckpt.AppendHeader(dst, checkpointMagic, checkpointVersion)
 	dst = binary.LittleEndian.AppendUint64(dst, c.fingerprint)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(openStart))
 	dst = binary.AppendUvarint(dst, uint64(len(c.windows)))
@@ -254,7 +231,7 @@ func (c *checkpointer) encode(dst []byte, openStart pcommon.Timestamp) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(w.end))
 		dst = append(dst, w.points...)
 	}
-	binary.LittleEndian.PutUint32(dst[crcAt:], crc32.Checksum(dst[crcAt+4:], crcTable))
+	ckpt.Seal(dst, crcAt)
 	return dst
 }
 
@@ -307,137 +284,66 @@ type restoredCheckpoint struct {
 	windows   []restoredWindow
 }
 
-var errCorrupt = errors.New("corrupt checkpoint")
-
 // decodeCheckpoint checks and decodes a checkpoint against the receiver's
 // configuration (fingerprint) and families.
-func decodeCheckpoint(b []byte, fingerprint uint64, agg *aggregator) (*restoredCheckpoint, checkpointOutcome, error) {
-	if !bytes.HasPrefix(b, []byte(checkpointMagic)) {
-		return nil, ckptDiscardedCorrupt, fmt.Errorf("%w: no %q magic", errCorrupt, checkpointMagic)
+func decodeCheckpoint(b []byte, fingerprint uint64, agg *aggregator) (*restoredCheckpoint, ckpt.Outcome, error) {
+	body, outcome, err := ckpt.Open(b, checkpointMagic, checkpointVersion)
+	if err != nil {
+		return nil, outcome, err
 	}
-	d := ckptDecoder{b: b[len(checkpointMagic):]}
-	if v := d.uvarint(); d.err != nil || v != checkpointVersion {
-		if d.err != nil {
-			return nil, ckptDiscardedCorrupt, d.err
-		}
-		return nil, ckptDiscardedVersion, fmt.Errorf("checkpoint version %d, this receiver reads %d", v, checkpointVersion)
+	d := ckptDecoder{ckpt.Decoder{B: body}}
+	if fp := d.U64(); d.Err == nil && fp != fingerprint {
+		return nil, ckpt.DiscardedConfig, errors.New("checkpoint written under another configuration (profile, histograms, dimensions or collector identity)")
 	}
-	if len(d.b) < 4 || binary.LittleEndian.Uint32(d.b) != crc32.Checksum(d.b[4:], crcTable) {
-		return nil, ckptDiscardedCorrupt, fmt.Errorf("%w: CRC mismatch", errCorrupt)
-	}
-	d.b = d.b[4:]
-	if fp := d.u64(); d.err == nil && fp != fingerprint {
-		return nil, ckptDiscardedConfig, errors.New("checkpoint written under another configuration (profile, histograms, dimensions or collector identity)")
-	}
-	cp := &restoredCheckpoint{openStart: pcommon.Timestamp(d.u64())}
-	for n := d.count(16); n > 0 && d.err == nil; n-- {
-		w := restoredWindow{start: pcommon.Timestamp(d.u64()), end: pcommon.Timestamp(d.u64())}
-		for m := d.count(8); m > 0 && d.err == nil; m-- {
+	cp := &restoredCheckpoint{openStart: pcommon.Timestamp(d.U64())}
+	for n := d.Count(16); n > 0 && d.Err == nil; n-- {
+		w := restoredWindow{start: pcommon.Timestamp(d.U64()), end: pcommon.Timestamp(d.U64())}
+		for m := d.Count(8); m > 0 && d.Err == nil; m-- {
 			w.points = append(w.points, d.point(agg, &w.buckets))
 		}
 		cp.windows = append(cp.windows, w)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) != 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return nil, ckptDiscardedCorrupt, d.err
+	if d.Err != nil {
+		return nil, ckpt.DiscardedCorrupt, d.Err
 	}
-	return cp, ckptRestored, nil
+	return cp, ckpt.Restored, nil
 }
 
-// ckptDecoder reads a checkpoint; the first error sticks and every later
-// read returns zero values.
-type ckptDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *ckptDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{errCorrupt}, args...)...)
-	}
-	d.b = nil
-}
-
-func (d *ckptDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *ckptDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *ckptDecoder) u64() uint64 {
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-// count reads a count of items that take at least min bytes each, refusing
-// counts the remaining bytes cannot hold (no allocation from a corrupt
-// length).
-func (d *ckptDecoder) count(min int) int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)/min) {
-		d.fail("count %d exceeds the remaining %d bytes", n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *ckptDecoder) bytes() []byte {
-	n := d.count(1)
-	b := d.b[:n]
-	d.b = d.b[n:]
-	return b
-}
+// ckptDecoder reads the receiver's checkpoint body.
+type ckptDecoder struct{ ckpt.Decoder }
 
 // point reads one point, its buckets appended to *buckets.
 func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
-	fam := d.uvarint()
-	if d.err != nil || fam >= uint64(len(agg.prof.families)) {
-		d.fail("family %d of %d", fam, len(agg.prof.families))
+	fam := d.Uvarint()
+	if d.Err != nil || fam >= uint64(len(agg.prof.families)) {
+		d.Fail("family %d of %d", fam, len(agg.prof.families))
 		return point{}
 	}
 	f := &agg.prof.families[fam]
-	p := point{fam: int(fam), enc: string(d.bytes())}
+	p := point{fam: int(fam), enc: string(d.Bytes())}
 	var k tupleKey
 	if !decodeKey(p.enc, &k) {
-		d.fail("bad tuple")
+		d.Fail("bad tuple")
 	}
-	p.total = math.Float64frombits(d.u64())
-	p.sum = math.Float64frombits(d.u64())
-	p.count = d.uvarint()
-	n := d.count(1)
+	p.total = math.Float64frombits(d.U64())
+	p.sum = math.Float64frombits(d.U64())
+	p.count = d.Uvarint()
+	n := d.Count(1)
 	p.bucketsStart = len(*buckets)
 	for range n {
-		*buckets = append(*buckets, d.uvarint())
+		*buckets = append(*buckets, d.Uvarint())
 	}
 	switch {
 	case f.expoSize > 0:
-		p.expo = expoPoint{scale: int32(d.varint()), offset: int32(d.varint()), n: n, zero: d.uvarint()}
+		p.expo = expoPoint{scale: int32(d.Varint()), offset: int32(d.Varint()), n: n, zero: d.Uvarint()}
 		if n > f.expoSize || p.expo.scale > expoMaxScale {
-			d.fail("exponential point of %d buckets at scale %d", n, p.expo.scale)
+			d.Fail("exponential point of %d buckets at scale %d", n, p.expo.scale)
 		}
 	case f.hist && n != len(f.bounds)+1, !f.hist && n != 0:
-		d.fail("%d buckets for %s", n, f.name)
+		d.Fail("%d buckets for %s", n, f.name)
 	}
 	return p
 }

@@ -2,8 +2,6 @@ package gatewayreceiver
 
 import (
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -19,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 
+	ckpt "github.com/otelgateway/otelgateway/internal/checkpoint"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
 )
@@ -230,9 +229,7 @@ func FuzzDecodeReceiverCheckpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// Past the CRC (TestReceiverCheckpointDiscarded covers a mismatch):
 		// the fuzzer explores the decoder, not the checksum.
-		if at := len(checkpointMagic) + 1; len(b) >= at+4 {
-			binary.LittleEndian.PutUint32(b[at:], crc32.Checksum(b[at+4:], crcTable))
-		}
+		ckpt.Reseal(b, checkpointMagic)
 		cp, _, err := decodeCheckpoint(b, c.fingerprint, agg)
 		if err == nil && cp == nil || err != nil && !strings.Contains(err.Error(), "checkpoint") {
 			t.Fatalf("decode = %v, %v", cp, err)
