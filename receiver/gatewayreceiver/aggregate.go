@@ -227,7 +227,7 @@ type bundle struct {
 	key string
 	// seen: used in this window. Kept on the bundle, not on each of its
 	// series, so an event writes one line instead of one per family; take
-	// propagates it to the series.
+	// propagates it to the sets of its series.
 	seen bool
 	// gw is the held key of the bundle's gateway ("" for an overflow tuple
 	// or a profile without resources), refreshed with the bundle.
