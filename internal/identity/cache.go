@@ -355,14 +355,16 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if v, ok := c.Get(ns, h, attrs); ok {
 		return v, true, false
 	}
-	return c.Create(ns, h, attrs, create)
+	return c.Create(ns, h, attrs, nil, create)
 }
 
 // Create is GetOrCreate for a caller whose Get has just missed: it goes
 // straight to the locked re-probe, so a miss probes the two sets once
 // without the locks instead of twice. Return values and concurrency are
-// GetOrCreate's (hit: another caller added the key meanwhile).
-func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
+// GetOrCreate's (hit: another caller added the key meanwhile). ko, when not
+// nil, is the caller's KeyOrder (one per goroutine), which speeds up the
+// canonicalisation of maps whose keys come in the order of the last.
+func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create func(Set) V) (v V, hit, evicted bool) {
 	a, b := c.pair(ns, h)
 	c.lock(a, b)
 	defer c.unlock(a, b)
@@ -375,7 +377,7 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (
 		return e.v, true, false
 	}
 	var buf [encScratch]byte
-	enc, size := appendSetAndOrder(buf[:0], attrs)
+	enc, size := appendSetAndOrder(buf[:0], attrs, ko)
 	e, set, order := c.carve(a, enc, size)
 	v = create(set)
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}

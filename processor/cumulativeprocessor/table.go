@@ -67,6 +67,9 @@ type counts struct {
 	hits, misses, evictions, new int64
 	// replay: the scope being processed is a replayed window (replay.go).
 	replay bool
+	// keys is the batch's attribute key order (identity.KeyOrder), for
+	// the canonicalisation of new streams' attributes.
+	keys identity.KeyOrder
 }
 
 func (c *counts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
@@ -181,7 +184,7 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 // find or create the stream, cache it. Concurrent first misses converge in
 // the cache (one create per key) and, after evictions, in the shard map.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) *stream {
-	s, _, evicted := p.cache.Create(d.id, h, attrs, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.Create(d.id, h, attrs, &c.keys, func(set identity.Set) *stream {
 		return p.lookupOrCreate(d, h, set, now, c)
 	})
 	if evicted {
