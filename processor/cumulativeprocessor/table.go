@@ -199,7 +199,7 @@ func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map
 func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
 	sh := p.shardOf(d.id, h)
 	sh.mu.Lock()
-	s, head := sh.find(d.id, h, set)
+	s, slot := sh.find(d.id, h, set)
 	if s != nil {
 		sh.mu.Unlock()
 		return s
@@ -207,7 +207,7 @@ func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identi
 	if p.reserve() {
 		s := sh.newStream(d, h, set)
 		s.seen = now
-		sh.insert(s, head)
+		sh.insert(s, slot)
 		sh.mu.Unlock()
 		c.new++
 		return s
@@ -246,11 +246,11 @@ func (p *cumulativeProcessor) overflowOf(d *metricDesc, set identity.Set, now in
 	sh := p.shardOf(d.id, h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s, head := sh.find(d.id, h, attrs)
+	s, slot := sh.find(d.id, h, attrs)
 	if s == nil {
 		s = sh.newStream(d, h, attrs)
 		s.seen = now
-		sh.insert(s, head)
+		sh.insert(s, slot)
 		c.new++
 	}
 	s.overflow = true
