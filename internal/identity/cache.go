@@ -309,9 +309,15 @@ func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
 // addLocked stores e; the caller holds the locks of sets a and b.
 func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
 	sa, sb := &c.sets[a], &c.sets[b]
-	// One entry per key: replace it wherever it is.
+	// One entry per key: replace it wherever it is. The hashes first:
+	// under the locks a full slot's hash is its entry's, and dereferencing
+	// the other keys' entries (cold: 2 per set at half load) was most of
+	// the cost of adding to a large cache.
 	for _, s := range [2]*cacheSet[V]{sa, sb} {
 		for i := range s.slots {
+			if s.hashes[i].Load() != e.h {
+				continue
+			}
 			if old := s.slots[i].Load(); old != nil && old.h == e.h && old.ns == e.ns && old.set == e.set {
 				s.store(i, e)
 				return false
@@ -355,14 +361,16 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 	if v, ok := c.Get(ns, h, attrs); ok {
 		return v, true, false
 	}
-	return c.Create(ns, h, attrs, create)
+	return c.Create(ns, h, attrs, nil, create)
 }
 
 // Create is GetOrCreate for a caller whose Get has just missed: it goes
 // straight to the locked re-probe, so a miss probes the two sets once
 // without the locks instead of twice. Return values and concurrency are
-// GetOrCreate's (hit: another caller added the key meanwhile).
-func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
+// GetOrCreate's (hit: another caller added the key meanwhile). ko, when not
+// nil, is the caller's KeyOrder (one per goroutine), which speeds up the
+// canonicalisation of maps whose keys come in the order of the last.
+func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create func(Set) V) (v V, hit, evicted bool) {
 	a, b := c.pair(ns, h)
 	c.lock(a, b)
 	defer c.unlock(a, b)
@@ -375,7 +383,7 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, create func(Set) V) (
 		return e.v, true, false
 	}
 	var buf [encScratch]byte
-	enc, size := appendSetAndOrder(buf[:0], attrs)
+	enc, size := appendSetAndOrder(buf[:0], attrs, ko)
 	e, set, order := c.carve(a, enc, size)
 	v = create(set)
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
@@ -391,6 +399,9 @@ func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
 	defer c.unlock(a, b)
 	for _, s := range [2]*cacheSet[V]{&c.sets[a], &c.sets[b]} {
 		for i := range s.slots {
+			if s.hashes[i].Load() != h {
+				continue // as in addLocked: no cold entry for another key
+			}
 			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {
 				s.store(i, nil)
 				return true

@@ -55,7 +55,7 @@ func SetOf(m pcommon.Map) Set {
 		return Set{}
 	}
 	var buf [encScratch]byte
-	enc, _ := appendMap(buf[:0], m, nil)
+	enc, _ := appendMap(buf[:0], m, nil, nil)
 	return Set{enc: string(enc)}
 }
 
@@ -78,7 +78,8 @@ const encScratch = 512
 // allocation of a new Set is its encoding.
 const inlineAttrs = 32
 
-// appendMap appends the encoding of m. When offs is not nil (len m.Len()),
+// appendMap appends the encoding of m, sorting its keys with the help of
+// ko when it is not nil (see KeyOrder). When offs is not nil (len m.Len()),
 // offs[i] is set to the position in dst of the i-th entry of m in m's own
 // order, and ordered reports whether those entries can be compared in
 // place (setAndOrder): every value a scalar other than bytes, every key and
@@ -87,9 +88,9 @@ const inlineAttrs = 32
 // It is not recursive, and nested values are encoded apart (appendNested):
 // escape analysis moves the arguments of a recursive function to the heap,
 // which would cost every new Set the stack buffer its encoding is built in.
-func appendMap(dst []byte, m pcommon.Map, offs []int) (enc []byte, ordered bool) {
+func appendMap(dst []byte, m pcommon.Map, offs []int, ko *KeyOrder) (enc []byte, ordered bool) {
 	var sc sortScratch
-	keys, vals, perm := sc.sorted(m)
+	keys, vals, perm := sc.sorted(m, ko)
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
 	ordered = offs != nil
 	for j, i := range perm {
@@ -131,18 +132,72 @@ type sortScratch struct {
 // into them sorted by key. Stable: a duplicated key (invalid OTLP) appears
 // once per occurrence, the n-th copy with the n-th occurrence's value. The
 // slices are sc's arrays unless m has more than inlineAttrs entries.
-func (sc *sortScratch) sorted(m pcommon.Map) ([]string, []pcommon.Value, []int32) {
+//
+// With ko, the order of the last map sorted with it is tried first, and
+// this one's is recorded for the next.
+func (sc *sortScratch) sorted(m pcommon.Map, ko *KeyOrder) ([]string, []pcommon.Value, []int32) {
 	keys, vals, perm := sc.keys[:0], sc.vals[:0], sc.perm[:0]
-	if n := m.Len(); n > inlineAttrs {
+	n := m.Len()
+	if n > inlineAttrs {
 		keys, vals, perm = make([]string, 0, n), make([]pcommon.Value, 0, n), make([]int32, 0, n)
+		ko = nil
 	}
 	for k, v := range m.All() {
-		perm = append(perm, int32(len(keys)))
 		keys = append(keys, k)
 		vals = append(vals, v)
 	}
+	perm = perm[:len(keys)]
+	if ko != nil && ko.reuse(perm, keys) {
+		return keys, vals, perm
+	}
+	for i := range perm {
+		perm[i] = int32(i)
+	}
 	sortByKey(perm, keys)
+	if ko != nil {
+		ko.keep(perm)
+	}
 	return keys, vals, perm
+}
+
+// KeyOrder remembers the sorted order of the keys of the last attribute map
+// encoded with it. The points of one metric almost always carry their
+// attributes in one order (an SDK's or a source's own), so the next map is
+// first tried in that order, which one pass checks (n-1 comparisons; the
+// keys strictly increasing), instead of sorted (here 12 comparisons for 6
+// gateway attributes). A map whose keys are in another order, or that has
+// a duplicated key, is sorted as without it: the encoding never depends on
+// the hint.
+//
+// The zero KeyOrder is ready to use. It is not safe for concurrent use:
+// keep one per goroutine (say, per batch).
+type KeyOrder struct {
+	n    uint8
+	perm [inlineAttrs]uint8
+}
+
+// reuse fills perm (len(keys) long) with the remembered order and reports
+// whether it sorts keys, strictly.
+func (ko *KeyOrder) reuse(perm []int32, keys []string) bool {
+	if int(ko.n) != len(keys) || len(keys) == 0 {
+		return false
+	}
+	perm[0] = int32(ko.perm[0])
+	for j := 1; j < len(keys); j++ {
+		perm[j] = int32(ko.perm[j])
+		if !(keys[perm[j-1]] < keys[perm[j]]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keep remembers perm, at most inlineAttrs long.
+func (ko *KeyOrder) keep(perm []int32) {
+	ko.n = uint8(len(perm))
+	for j, i := range perm {
+		ko.perm[j] = uint8(i)
+	}
 }
 
 // sortByKey sorts perm, indices into keys, by key, stably. Insertion sort
@@ -203,7 +258,7 @@ func appendNested(dst []byte, v pcommon.Value) []byte {
 		return dst
 	case pcommon.ValueTypeMap:
 		var sc sortScratch
-		keys, vals, perm := sc.sorted(v.Map())
+		keys, vals, perm := sc.sorted(v.Map(), nil)
 		dst = binary.AppendUvarint(append(dst, tagMap), uint64(len(keys)))
 		for _, i := range perm {
 			dst = appendNested(appendString(dst, keys[i]), vals[i])
@@ -415,15 +470,15 @@ func (d *decoder) decodeValue(v pcommon.Value) {
 // Lifetime: the table shares the Set's memory; both are immutable.
 func setAndOrder(m pcommon.Map) (Set, string) {
 	var buf [encScratch]byte
-	enc, size := appendSetAndOrder(buf[:0], m)
+	enc, size := appendSetAndOrder(buf[:0], m, nil)
 	all := string(enc)
 	return Set{enc: all[:size]}, all[size:]
 }
 
 // appendSetAndOrder appends the encoding of m's Set (size bytes) and then
 // its order table (see setAndOrder), for the caller to copy into memory of
-// its choosing.
-func appendSetAndOrder(dst []byte, m pcommon.Map) (enc []byte, size int) {
+// its choosing. ko, when not nil, is appendMap's sorting hint.
+func appendSetAndOrder(dst []byte, m pcommon.Map, ko *KeyOrder) (enc []byte, size int) {
 	n := m.Len()
 	if n == 0 {
 		return dst, 0
@@ -435,7 +490,7 @@ func appendSetAndOrder(dst []byte, m pcommon.Map) (enc []byte, size int) {
 	}
 	offs = offs[:n]
 	base := len(dst)
-	enc, ordered := appendMap(dst, m, offs)
+	enc, ordered := appendMap(dst, m, offs, ko)
 	size = len(enc) - base
 	if ordered && size <= 0xFFFF {
 		for _, o := range offs {

@@ -178,3 +178,45 @@ func TestSetOfAllocatesOnce(t *testing.T) {
 		t.Errorf("setAndOrder allocated %.1f times, want 1", n)
 	}
 }
+
+// TestKeyOrderNeverChangesTheEncoding: a KeyOrder carried from one map to
+// the next (same order, another order, more or fewer keys) must only ever
+// speed up the sort, never change a Set or its order table.
+func TestKeyOrderNeverChangesTheEncoding(t *testing.T) {
+	reordered := pcommon.NewMap() // gatewayAttrs' keys in another order
+	reordered.PutStr("consumer", "alice")
+	reordered.PutStr("upstream", "backend-1")
+	reordered.PutStr("http.route", "/c")
+	reordered.PutStr("service.name", "kong")
+	reordered.PutStr("http.request.method", "GET")
+	reordered.PutInt("http.response.status_code", 200)
+	two := pcommon.NewMap()
+	two.PutStr("b", "2")
+	two.PutStr("a", "1")
+	twoSorted := pcommon.NewMap()
+	twoSorted.PutStr("a", "1")
+	twoSorted.PutStr("c", "2")
+	maps := []pcommon.Map{
+		gatewayAttrs("/a"),
+		gatewayAttrs("/b"), // same order: the remembered order is reused
+		reordered,
+		gatewayAttrs("/d"),
+		two,
+		twoSorted, // as many keys, in another order
+		two,
+		pcommon.NewMap(),
+		gatewayAttrs("/e"),
+	}
+	var ko KeyOrder
+	for i, m := range maps {
+		var b1, b2 [encScratch]byte
+		got, gotSize := appendSetAndOrder(b1[:0], m, &ko)
+		want, wantSize := appendSetAndOrder(b2[:0], m, nil)
+		if string(got) != string(want) || gotSize != wantSize {
+			t.Errorf("map %d: with a KeyOrder %q (%d), without %q (%d)", i, got, gotSize, want, wantSize)
+		}
+		if (Set{enc: string(got[:gotSize])}) != SetOf(m) {
+			t.Errorf("map %d: Set differs from SetOf", i)
+		}
+	}
+}

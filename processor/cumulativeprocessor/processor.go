@@ -80,9 +80,6 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		hashAttrs: identity.OfMap,
 		id:        set.ID,
 	}
-	for i := range p.shards {
-		p.shards[i].streams = make(map[streamKey]*stream)
-	}
 	return p, nil
 }
 

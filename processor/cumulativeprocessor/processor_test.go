@@ -256,7 +256,7 @@ func TestStaleStreamsAreSweptAndRestart(t *testing.T) {
 		t.Fatalf("%d metrics left after the sweep, want 0", n)
 	}
 	for i := range p.shards {
-		if n := len(p.shards[i].streams); n != 0 {
+		if n := p.shards[i].streams.len(); n != 0 {
 			t.Fatalf("shard %d holds %d streams after the sweep, want 0", i, n)
 		}
 	}

@@ -48,17 +48,12 @@ type metricDesc struct {
 	seen atomic.Int64 // wall clock (unix nanos) of the last batch that named it
 }
 
-// streamKey is where a stream lives in its shard's map: its metric and its
-// attribute hash. Streams whose keys collide (two attribute sets with one
-// 64-bit hash) share the key and are chained through stream.next; the
-// exact identity is the Set, compared along the chain. Hashing 16 bytes,
-// not the attributes' encoding (~150 bytes for 6 attributes, hashed twice
-// per new stream: lookup, then insert), is much of what keeps creating a
-// stream cheap.
-type streamKey struct {
-	metric uint64 // metricDesc.id
-	h      uint64 // stream.h
-}
+// A stream's key is where it lives in its shard's index (index.go): its
+// metric (metricDesc.id) and its attribute hash (stream.h). Streams whose
+// keys collide (two attribute sets with one 64-bit hash) share the key and
+// are chained through stream.next; the exact identity is the Set, compared
+// along the chain. Keying by 16 bytes, not the attributes' encoding (~150
+// bytes for 6 attributes), is much of what keeps creating a stream cheap.
 
 // stream is the cumulative state of one delta stream. All fields but the
 // immutable ones (shard, desc, h, attrs) are guarded by shard.mu.
@@ -68,7 +63,7 @@ type stream struct {
 	h        uint64 // attribute hash, to delete the stream's cache entry
 	attrs    identity.Set
 	overflow bool // the otel.metric.overflow stream of desc
-	// next chains the streams of one streamKey (a hash collision); guarded
+	// next chains the streams of one key (a hash collision); guarded
 	// by shard.mu, nil once the stream is removed.
 	next *stream
 
@@ -105,12 +100,12 @@ type stream struct {
 
 // shard owns the streams whose (metric, attribute hash) falls in it.
 //
-// Concurrency: mu guards the map, the dirty list and every mutable field of
-// the shard's streams; it is held for one point at a time on the hot path,
-// for one shard's sweep, and for one shard's emission.
+// Concurrency: mu guards the index, the dirty list and every mutable field
+// of the shard's streams; it is held for one point at a time on the hot
+// path, for one shard's sweep, and for one shard's emission.
 type shard struct {
 	mu      sync.Mutex
-	streams map[streamKey]*stream
+	streams streamIndex // index.go
 	dirty   []*stream
 	// Where the shard's new streams and histogram states come from
 	// (slab.go).
@@ -118,35 +113,37 @@ type shard struct {
 	histSlab   slab[histState]
 	countsSlab slab[uint64]
 	// pad keeps two shards' locks off one cache line.
-	_ [128 - 8 - 8 - 24 - 3*24]byte
+	_ [192 - 8 - 32 - 24 - 3*24]byte
 }
 
-// find returns the stream of (metric, h, attrs), or nil, and the head of
-// the key's chain (for insert). The caller holds sh.mu.
-func (sh *shard) find(metric, h uint64, attrs identity.Set) (s, head *stream) {
-	head = sh.streams[streamKey{metric, h}]
+// find returns the stream of (metric, h, attrs), or nil, and where insert
+// puts a new one (the key's slot in the index). The caller holds sh.mu.
+func (sh *shard) find(metric, h uint64, attrs identity.Set) (s *stream, slot int) {
+	head, slot := sh.streams.find(metric, h)
 	for s := head; s != nil; s = s.next {
 		if s.attrs == attrs {
-			return s, head
+			return s, slot
 		}
 	}
-	return nil, head
+	return nil, slot
 }
 
-// insert adds s, which find has just not found, before head, the chain
-// find returned: one map write, no second lookup. The caller holds sh.mu
-// since that find.
-func (sh *shard) insert(s, head *stream) {
-	s.next = head
-	sh.streams[streamKey{s.desc.id, s.h}] = s
+// insert adds s, which find has just not found, at the slot find returned:
+// before the key's chain (a hash collision), or in the slot, without a
+// second probe. The caller holds sh.mu since that find.
+func (sh *shard) insert(s *stream, slot int) {
+	if slot >= 0 {
+		s.next = sh.streams.slots[slot].head
+	}
+	sh.streams.insert(s, slot)
 }
 
 // all yields every stream of the shard. The caller holds sh.mu and does not
 // insert or remove while iterating.
 func (sh *shard) all() iter.Seq[*stream] {
 	return func(yield func(*stream) bool) {
-		for _, head := range sh.streams {
-			for s := head; s != nil; s = s.next {
+		for _, sl := range sh.streams.slots {
+			for s := sl.head; s != nil; s = s.next {
 				if !yield(s) {
 					return
 				}
@@ -156,27 +153,43 @@ func (sh *shard) all() iter.Seq[*stream] {
 }
 
 // removeIf unlinks the streams for which remove is true and appends them to
-// removed. The caller holds sh.mu.
+// removed. The caller holds sh.mu. When a key loses all its streams, the
+// index is rebuilt (into an array sized for what is left), so that linear
+// probing never meets a hole.
 func (sh *shard) removeIf(remove func(*stream) bool, removed []*stream) []*stream {
-	for k, head := range sh.streams {
+	x := &sh.streams
+	emptied := 0
+	for i := range x.slots {
+		sl := &x.slots[i]
+		if sl.head == nil {
+			continue
+		}
 		var kept *stream
-		changed := false
-		for s := head; s != nil; {
+		for s := sl.head; s != nil; {
 			next := s.next
 			if remove(s) {
 				s.next = nil // a dead stream must not keep live ones reachable
 				removed = append(removed, s)
-				changed = true
 			} else {
 				s.next, kept = kept, s
 			}
 			s = next
 		}
-		switch {
-		case kept == nil:
-			delete(sh.streams, k)
-		case changed:
-			sh.streams[k] = kept
+		if sl.head = kept; kept == nil {
+			emptied++
+		}
+	}
+	if emptied > 0 {
+		old := x.slots
+		x.n -= emptied
+		x.slots = nil
+		if x.n > 0 {
+			size := minIndexSlots
+			for x.n*2 > size { // half full at most: room to grow
+				size *= 2
+			}
+			x.slots = make([]indexSlot, size)
+			x.place(old)
 		}
 	}
 	return removed

@@ -67,6 +67,9 @@ type counts struct {
 	hits, misses, evictions, new int64
 	// replay: the scope being processed is a replayed window (replay.go).
 	replay bool
+	// keys is the batch's attribute key order (identity.KeyOrder), for
+	// the canonicalisation of new streams' attributes.
+	keys identity.KeyOrder
 }
 
 func (c *counts) record(ctx context.Context, tb *metadata.TelemetryBuilder) {
@@ -159,7 +162,10 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 		c.hits++
 	} else {
 		c.misses++
-		s = p.resolve(d, h, attrs, now, c)
+		var locked bool
+		if s, locked = p.resolve(d, h, attrs, now, c); locked {
+			return s // found or made under its shard's lock, kept: live
+		}
 	}
 	for {
 		s.shard.mu.Lock()
@@ -170,7 +176,7 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 		// live one and replace the cache's entry.
 		s.shard.mu.Unlock()
 		set := identity.SetOf(attrs)
-		s = p.lookupOrCreate(d, h, set, now, c)
+		s, _ = p.lookupOrCreate(d, h, set, now, false, c)
 		if p.cache.Add(d.id, h, attrs, set, s) {
 			c.evictions++
 		}
@@ -179,38 +185,50 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now i
 
 // resolve is the miss path (the cache's Get has missed): canonicalise once,
 // find or create the stream, cache it. Concurrent first misses converge in
-// the cache (one create per key) and, after evictions, in the shard map.
-func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) *stream {
-	s, _, evicted := p.cache.Create(d.id, h, attrs, func(set identity.Set) *stream {
-		return p.lookupOrCreate(d, h, set, now, c)
+// the cache (one create per key) and, after evictions, in the shard index.
+// locked reports that s is returned with its shard locked (found or made
+// by this call, not an overflow stream), which saves lockStream a second
+// lock; the cache's locks are taken before a shard's everywhere, so
+// holding the shard's while Create releases them cannot deadlock.
+func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) (s *stream, locked bool) {
+	s, _, evicted := p.cache.Create(d.id, h, attrs, &c.keys, func(set identity.Set) *stream {
+		var s *stream
+		s, locked = p.lookupOrCreate(d, h, set, now, true, c)
+		return s
 	})
 	if evicted {
 		c.evictions++
 	}
-	return s
+	return s, locked
 }
 
 // lookupOrCreate returns the stream of (d, set) from the authoritative
 // table, creating it if the limit allows and returning d's overflow stream
 // otherwise. Idempotent: the same key always yields the same live stream.
-func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, c *counts) *stream {
+// With keepLocked, a stream found or created is returned with its shard
+// still locked (locked); an overflow stream never is.
+func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identity.Set, now int64, keepLocked bool, c *counts) (_ *stream, locked bool) {
 	sh := p.shardOf(d.id, h)
 	sh.mu.Lock()
-	s, head := sh.find(d.id, h, set)
+	s, slot := sh.find(d.id, h, set)
 	if s != nil {
-		sh.mu.Unlock()
-		return s
+		if !keepLocked {
+			sh.mu.Unlock()
+		}
+		return s, keepLocked
 	}
 	if p.reserve() {
 		s := sh.newStream(d, h, set)
 		s.seen = now
-		sh.insert(s, head)
-		sh.mu.Unlock()
+		sh.insert(s, slot)
+		if !keepLocked {
+			sh.mu.Unlock()
+		}
 		c.new++
-		return s
+		return s, keepLocked
 	}
 	sh.mu.Unlock()
-	return p.overflowOf(d, set, now, c)
+	return p.overflowOf(d, set, now, c), false
 }
 
 // reserve takes one unit of max_streams, or reports that none is left. A
@@ -243,11 +261,11 @@ func (p *cumulativeProcessor) overflowOf(d *metricDesc, set identity.Set, now in
 	sh := p.shardOf(d.id, h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s, head := sh.find(d.id, h, attrs)
+	s, slot := sh.find(d.id, h, attrs)
 	if s == nil {
 		s = sh.newStream(d, h, attrs)
 		s.seen = now
-		sh.insert(s, head)
+		sh.insert(s, slot)
 		c.new++
 	}
 	s.overflow = true
