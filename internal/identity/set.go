@@ -2,6 +2,8 @@ package identity
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -279,6 +281,73 @@ func (s Set) Equal(m pcommon.Map) bool {
 	return d.mapEqual(m) && !d.err
 }
 
+// ParseSet returns the Set whose encoding (Set.String) is enc, for a reader
+// of stored bytes that may be corrupt (a checkpoint): it checks what the
+// decoder otherwise trusts — known value tags, lengths and counts within
+// the bytes left, nesting at most maxDepth, no trailing bytes — without
+// allocating from a length it read. A Set it returns decodes like one
+// SetOf made (CopyTo); its entries need not be in canonical order, so a
+// caller that keys streams by it re-canonicalises (SetOf of the map).
+func ParseSet(enc string, maxDepth int) (Set, error) {
+	d := decoder{s: enc}
+	if enc != "" {
+		d.checkMap(maxDepth)
+	}
+	switch {
+	case d.err:
+		return Set{}, errors.New("malformed attribute set")
+	case d.i != len(enc):
+		return Set{}, fmt.Errorf("%d bytes after an attribute set", len(enc)-d.i)
+	}
+	return Set{enc: enc}, nil
+}
+
+// count reads a count of items taking at least min bytes each.
+func (d *decoder) count(min int) int {
+	n := d.uvarint()
+	if n < 0 || n > (len(d.s)-d.i)/min {
+		d.err = true
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) checkMap(depth int) {
+	for range d.count(2) {
+		d.str()
+		d.checkValue(depth)
+		if d.err {
+			return
+		}
+	}
+}
+
+func (d *decoder) checkValue(depth int) {
+	if depth < 0 {
+		d.err = true
+		return
+	}
+	switch d.byte() {
+	case tagStr, tagBytes:
+		d.str()
+	case tagBool:
+		d.byte()
+	case tagInt, tagDouble:
+		d.u64()
+	case tagSlice:
+		for range d.count(1) {
+			if d.checkValue(depth - 1); d.err {
+				return
+			}
+		}
+	case tagMap:
+		d.checkMap(depth - 1)
+	case tagEmpty:
+	default:
+		d.err = true
+	}
+}
+
 // CopyTo replaces the contents of dest with the entries of s, in canonical
 // (key) order. It allocates what dest needs; use it when emitting a stream
 // whose attributes are not at hand.
@@ -326,7 +395,7 @@ func (d *decoder) uvarintSlow() int {
 
 func (d *decoder) str() string {
 	n := d.uvarint()
-	if d.i+n > len(d.s) {
+	if n < 0 || n > len(d.s)-d.i {
 		d.err = true
 		return ""
 	}

@@ -573,74 +573,19 @@ func (d *decoder) attrs(dest pcommon.Map) {
 	}
 }
 
-// decodeSet parses an identity.Set encoding (documented on identity.Set:
-// uvarint count, then sorted key/value entries) into dest.
+// decodeSet reads an identity.Set encoding into dest, checked by
+// identity.ParseSet (a corrupt checkpoint cannot make it allocate from a
+// length it read, nor recurse beyond maxAttrDepth).
 func (d *decoder) decodeSet(raw string, dest pcommon.Map) {
 	if d.Err != nil || raw == "" {
 		return
 	}
-	sub := decoder{ckpt.Decoder{B: []byte(raw)}}
-	sub.setMap(dest, 0)
-	if sub.Err == nil && len(sub.B) != 0 {
-		sub.Fail("%d bytes after an attribute set", len(sub.B))
-	}
-	if sub.Err != nil {
-		d.Err = sub.Err
-	}
-}
-
-// The value tags of identity.Set's encoding.
-const (
-	tagEmpty byte = iota
-	tagStr
-	tagBool
-	tagInt
-	tagDouble
-	tagBytes
-	tagSlice
-	tagMap
-)
-
-func (d *decoder) setMap(dest pcommon.Map, depth int) {
-	n := d.Count(2)
-	dest.EnsureCapacity(n)
-	for range n {
-		d.setValue(dest.PutEmpty(d.Str()), depth)
-		if d.Err != nil {
-			return
-		}
-	}
-}
-
-func (d *decoder) setValue(v pcommon.Value, depth int) {
-	if depth > maxAttrDepth {
-		d.Fail("attribute values nested deeper than %d", maxAttrDepth)
+	set, err := identity.ParseSet(raw, maxAttrDepth)
+	if err != nil {
+		d.Fail("%v", err)
 		return
 	}
-	switch t := d.Byte(); t {
-	case tagStr:
-		v.SetStr(d.Str())
-	case tagBool:
-		v.SetBool(d.Byte() == 1)
-	case tagInt:
-		v.SetInt(int64(d.U64()))
-	case tagDouble:
-		v.SetDouble(d.F64())
-	case tagBytes:
-		v.SetEmptyBytes().FromRaw([]byte(d.Str()))
-	case tagSlice:
-		n := d.Count(1)
-		s := v.SetEmptySlice()
-		s.EnsureCapacity(n)
-		for range n {
-			d.setValue(s.AppendEmpty(), depth+1)
-		}
-	case tagMap:
-		d.setMap(v.SetEmptyMap(), depth+1)
-	case tagEmpty:
-	default:
-		d.Fail("attribute value tag %d", t)
-	}
+	set.CopyTo(dest)
 }
 
 // install adds the decoded streams to the (empty, not yet started)
