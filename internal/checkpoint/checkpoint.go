@@ -36,6 +36,12 @@ const (
 	RestoreFailed    Outcome = "restore_failed"
 )
 
+// ReplayScopeAttr marks the scope of a window the gateway receiver replays
+// from its checkpoint after a restart (receiver/gatewayreceiver,
+// checkpoint.go); the cumulative processor removes it and counts the points
+// it already holds as replayed, not dropped (replay.go there).
+const ReplayScopeAttr = "otelgateway.replay"
+
 // ErrCorrupt wraps every error of a checkpoint that does not decode.
 var ErrCorrupt = errors.New("corrupt checkpoint")
 

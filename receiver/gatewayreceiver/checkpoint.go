@@ -57,11 +57,6 @@ const (
 	checkpointMagic   = "GWRC"
 	checkpointVersion = 1
 	checkpointKey     = "windows"
-
-	// replayScopeAttr marks a replayed batch's scope; the cumulative
-	// processor (processor/cumulativeprocessor, replay.go) removes it and
-	// counts the points it already holds as replayed, not dropped.
-	replayScopeAttr = "otelgateway.replay"
 )
 
 // flushedWindow is one window as sent, encoded (its points section).
@@ -216,7 +211,7 @@ func markReplay(md pmetric.Metrics) {
 	for i := 0; i < rms.Len(); i++ {
 		sms := rms.At(i).ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
-			sms.At(j).Scope().Attributes().PutBool(replayScopeAttr, true)
+			sms.At(j).Scope().Attributes().PutBool(ckpt.ReplayScopeAttr, true)
 		}
 	}
 }
