@@ -268,6 +268,8 @@ type aggregator struct {
 	// nodeLabel names the reporting gateway node's label (node_label);
 	// "" for none.
 	nodeLabel string
+	// exemplars: histograms keep a traced request per bucket (exemplars.enabled).
+	keepExemplars bool
 	// bundles are by encodeKey of the tuple: the tuples admitted under
 	// max_series (nHeld of them, held), and overflow tuples. A held tuple's
 	// bundle stays, so the bounds hold across windows, until expiryWindows
@@ -323,7 +325,7 @@ type expoPoint struct {
 }
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
-	a := &aggregator{prof: prof, dims: dims, lim: lim, bundles: make(map[string]*bundle, bundlesHint(lim)),
+	a := &aggregator{prof: prof, dims: dims, lim: lim, keepExemplars: true, bundles: make(map[string]*bundle, bundlesHint(lim)),
 		gateways: make(map[string]int64)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range prof.families {
@@ -377,7 +379,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 	// Whether the event carries a trace (an exemplar) is decided once, not
 	// per histogram.
 	var traced *gateway.Event
-	if e.TraceID != ([16]byte{}) {
+	if a.keepExemplars && e.TraceID != ([16]byte{}) {
 		traced = e
 	}
 	w := max(e.Weight, 1)

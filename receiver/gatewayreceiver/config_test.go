@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ func TestConfig(t *testing.T) {
 			}
 			if c.Profile != "otel" || c.MaxSeries != defaultMaxSeries || c.Detect != "auto" || len(c.Dimensions) != 0 {
 				t.Errorf("profile %q max_series %d detect %q dimensions %v, want the defaults", c.Profile, c.MaxSeries, c.Detect, c.Dimensions)
+			}
+			if len(c.Metrics) != 0 || !c.Exemplars.Enabled {
+				t.Errorf("metrics %v exemplars %v, want every metric and exemplars on", c.Metrics, c.Exemplars.Enabled)
 			}
 			if c.FlushInterval != defaultFlushInterval {
 				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
@@ -37,6 +41,17 @@ func TestConfig(t *testing.T) {
 				t.Errorf("profile %q max_series %d detect %q", c.Profile, c.MaxSeries, c.Detect)
 			}
 		}},
+		{file: "metrics.yaml", check: func(t *testing.T, c *Config) {
+			off := c.disabledMetrics()
+			slices.Sort(off)
+			if !slices.Equal(off, []string{"gateway.added.duration", "gateway.bandwidth", "gateway.upstream.duration"}) || c.Exemplars.Enabled {
+				t.Errorf("disabled metrics %v, exemplars %v; want three off and exemplars off", off, c.Exemplars.Enabled)
+			}
+		}},
+		{file: "bad_metrics.yaml", wantError: `metrics: the kong profile has no metric "kong_latency_ms", want one of "kong_http_requests_total", ` +
+			`"kong_kong_latency_ms", "kong_upstream_latency_ms", "kong_request_latency_ms", "kong_bandwidth_bytes", "kong_ai_llm_requests_total", ` +
+			`"kong_ai_llm_cost_total", "kong_ai_llm_provider_latency_ms" or "kong_ai_llm_tokens_total"` + "\n" +
+			`metrics.kong_upstream_latency_ms: set enabled to true or false`},
 		{file: "bad_profile.yaml", wantError: `profile must be "otel", "kong" or "apisix", got "nginx"`},
 		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)`},
 		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},

@@ -1,6 +1,7 @@
 package gatewayreceiver
 
 import (
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -191,6 +192,30 @@ func (p *profile) withDurationHistograms(bounds []float64, expoSize int) *profil
 		}
 	}
 	return &c
+}
+
+// withoutMetrics returns a copy of p without the families named in off (all
+// the families of a name: both bandwidth directions), p itself when off is
+// empty. The checkpoint fingerprint lists the families, so a checkpoint
+// written with another set is not restored into this one.
+func (p *profile) withoutMetrics(off []string) *profile {
+	if len(off) == 0 {
+		return p
+	}
+	c := *p
+	c.families = slices.DeleteFunc(slices.Clone(p.families), func(f family) bool { return slices.Contains(off, f.name) })
+	return &c
+}
+
+// metricNames lists the names of p's families, each once, in their order.
+func (p *profile) metricNames() []string {
+	var names []string
+	for _, f := range p.families {
+		if !slices.Contains(names, f.name) {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // profileNames lists the profile names (config `profile`, `health.profile`).

@@ -82,7 +82,9 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		return nil, err
 	}
 	dims := cfg.dimensions()
-	agg := newAggregator(profileByName(cfg.Profile).withDurationHistograms(cfg.durationBounds(), cfg.expoSize()), dims, cfg.limits())
+	prof := profileByName(cfg.Profile).withDurationHistograms(cfg.durationBounds(), cfg.expoSize()).withoutMetrics(cfg.disabledMetrics())
+	agg := newAggregator(prof, dims, cfg.limits())
+	agg.keepExemplars = cfg.Exemplars.Enabled
 	agg.identity = id
 	agg.nodeLabel = cfg.NodeLabel
 	return &gatewayReceiver{
