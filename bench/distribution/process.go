@@ -38,6 +38,15 @@ var Contenders = []Contender{
 		Count:    "http_server_request_duration_seconds_count",
 	},
 	{
+		// The otel profile as it comes: three duration histograms and the
+		// bandwidth counters per tuple, exemplars on (~3x contrib's series).
+		Key:      "ours-default",
+		Binary:   "../../dist/otelcol-gateway",
+		Config:   "testdata/ours-default.yaml",
+		Requests: "gateway_requests_total",
+		Count:    "http_server_request_duration_seconds_count",
+	},
+	{
 		Key:      "contrib",
 		Binary:   "dist/otelcol-spanmetrics",
 		Config:   "testdata/contrib.yaml",
