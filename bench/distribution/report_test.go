@@ -30,14 +30,14 @@ const (
 )
 
 // TestReport builds both distributions when needed, climbs the rate ladder
-// with each in turn (ours, then contrib, in the same run) and prints a table
+// with each in turn (ours, ours-default, then contrib, in the same run) and prints a table
 // per step and the summary with ratios. About 10 min with the defaults on 2
 // cores:
 //
 //	cd bench/distribution && go test -run TestReport -v -count 1 -timeout 30m . -step 20s
 func TestReport(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts two collectors and loads them for minutes")
+		t.Skip("starts three collectors and loads them for minutes")
 	}
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	t0 := time.Now()
@@ -71,7 +71,7 @@ func TestReport(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nKong spans over OTLP/HTTP protobuf on loopback: %d distinct exports × %d spans (%d `kong` SERVER roots + %d `kong.balancer` children), %d routes, %.0f KiB per export, %d senders, open-loop schedule.\n",
 		Exports, SpansPerExport, RequestsPerExport, RequestsPerExport, Routes, float64(w.Bytes)/float64(len(w.Bodies))/1024, Senders)
-	fmt.Fprintf(&b, "Each collector: its own process, GOMAXPROCS=1, %s; sender and scraper: %s. Steps of %v, interleaved (each rate: ours, then contrib); /metrics scraped every %v under load; counts compared after each step (≤ %v to settle). Builds: %v.\n",
+	fmt.Fprintf(&b, "Each collector: its own process, GOMAXPROCS=1, %s; sender and scraper: %s. Steps of %v, interleaved (each rate: ours, ours-default, then contrib); /metrics scraped every %v under load; counts compared after each step (≤ %v to settle). Builds: %v.\n",
 		pinning("taskset -c ", cpu, "not pinned"), pinning("taskset -c ", pinnedClient, "not pinned"), o.Step, o.ScrapeEvery, o.Settle, built.Round(time.Second))
 	b.WriteString("CPU lost: of the time the collector's threads were ready to run, the share they waited for a CPU held by another job or another of its threads (/proc/<pid>/task/*/schedstat).\n")
 	b.WriteString("A step is sustained when every export is answered 2xx, the acknowledged rate is ≥ 95 % of the target and the request counter and the duration histogram's count, summed over /metrics, equal the requests acknowledged; a contender that does not sustain a rate twice in a row holds the rate halfway (log scale) to its last sustained one, then stops.\n\n")
