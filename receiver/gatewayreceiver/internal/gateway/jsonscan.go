@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -244,6 +245,11 @@ func (d *scanner) str() jsonString {
 	start := i
 	var s jsonString
 	for {
+		// Eight bytes at a time while none needs a look (most strings:
+		// routes, names, ids, timestamps), then byte by byte.
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && plainByte[b[i]] {
 			i++
 		}
@@ -272,6 +278,21 @@ func (d *scanner) str() jsonString {
 			i++
 		}
 	}
+}
+
+// special8 reports whether any of the 8 bytes of w is not a plainByte: a
+// quote, a backslash, a control byte (< 0x20) or a byte ≥ 0x80. The
+// classic bit tricks (hasless, haszero on w XOR the repeated byte) can
+// flag a byte after a true hit by borrow, never one before it, so "any" is
+// exact; the byte loop then finds which.
+func special8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	less := (w - ones*0x20) &^ w // high bit of a byte < 0x20
+	quote := w ^ (ones * '"')
+	quote = (quote - ones) &^ quote
+	bslash := w ^ (ones * '\\')
+	bslash = (bslash - ones) &^ bslash
+	return (less|quote|bslash|w)&highs != 0
 }
 
 // plainByte marks the bytes a string holds as they are: not the quote, the

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -272,6 +273,12 @@ func FuzzDecodeLogs(f *testing.F) {
 	for _, s := range append(diffSeeds, deepSeeds()...) {
 		f.Add([]byte(s))
 	}
+	// Strings whose byte needing a look (quote, backslash, control, UTF-8,
+	// invalid UTF-8) sits past the first 8 bytes, for str's 8-byte path.
+	for _, v := range []string{`abcdefgh\"ijklmnop`, `abcdefghi\u00e9jklmnopq`, "abcdefghij\x01klmnopqrs", "abcdefghijk\u00ffxyz",
+		"abcdefghijkl\xc3\xa9mnopqrstu", "abcdefghijklm\xffno", `abcdefghijklmnop\\`} {
+		f.Add([]byte(`{"request":{"method":"GET","uri":"/` + v + `"},"response":{"status":200},"route":{"name":"` + v + `"}}`))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		compareDecoders(t, body)
 	})
@@ -333,6 +340,25 @@ func TestEscapedStringsStayValid(t *testing.T) {
 		n := strconv.Itoa(i)
 		if e.Route != "/r/"+n || e.Workspace != "wé"+n {
 			t.Fatalf("event %d: route %q workspace %q", i, e.Route, e.Workspace)
+		}
+	}
+}
+
+// special8 answers, for every byte value in every position, what plainByte
+// says of the byte: the fast path of str never skips a byte it must see.
+func TestSpecial8MatchesPlainByte(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			for _, fill := range []byte{'a', ' ', '~', 0x21, 0x5d} {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				if got, want := special8(binary.LittleEndian.Uint64(w[:])), !plainByte[c]; got != want {
+					t.Fatalf("special8 of byte %#x at %d among %q = %v, want %v", c, pos, fill, got, want)
+				}
+			}
 		}
 	}
 }
