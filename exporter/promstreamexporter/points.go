@@ -146,7 +146,7 @@ func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
 
 func fillHistogram(p *pointWriter, d *series.Dist) {
 	dp := p.hist
-	setBounds(d, dp.ExplicitBounds())
+	setBounds(p.f, d, dp.ExplicitBounds())
 	d.Counts = resize(d.Counts, len(d.Bounds))
 	var cum uint64
 	counts := dp.BucketCounts()
@@ -288,7 +288,7 @@ func downscale(dst []uint64, b pmetric.ExponentialHistogramDataPointBuckets, shi
 
 // setBounds keeps d.Bounds when they did not change (the rendered le texts
 // are reused) and replaces the slice when they did.
-func setBounds(d *series.Dist, bounds pcommon.Float64Slice) {
+func setBounds(f *series.Family, d *series.Dist, bounds pcommon.Float64Slice) {
 	if len(d.Bounds) == bounds.Len() {
 		same := true
 		for j, b := range d.Bounds {
@@ -301,7 +301,7 @@ func setBounds(d *series.Dist, bounds pcommon.Float64Slice) {
 			return
 		}
 	}
-	d.Bounds = bounds.AsRaw()
+	d.Bounds = f.SharedBounds(bounds)
 }
 
 func sameQuantiles(have []float64, qs pmetric.SummaryDataPointValueAtQuantileSlice) bool {

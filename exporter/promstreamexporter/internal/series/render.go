@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
@@ -394,9 +396,29 @@ func boundsFor(d *Dist, f *Family, q *Query) [][]byte {
 		return t.canonical
 	}
 	if short {
-		return d.shortTexts()
+		return d.ownTexts().short
 	}
-	return d.boundTexts()
+	return d.ownTexts().canonical
+}
+
+// SharedBounds returns the bounds a Dist should hold for values: the
+// family's copy, the one whose texts boundsFor keeps, when values are the
+// same, so a family's series share one slice rather than each holding its
+// own (14 bounds: 112 bytes a series); else a copy of values. The family's
+// copy is taken from the first bounds it sees. The slice is shared:
+// callers replace a Dist's Bounds, never write into them.
+func (f *Family) SharedBounds(values pcommon.Float64Slice) []float64 {
+	t := f.bounds.Load()
+	if t == nil && values.Len() > 0 {
+		t = newBoundTexts(values.AsRaw())
+		if !f.bounds.CompareAndSwap(nil, t) {
+			t = f.bounds.Load()
+		}
+	}
+	if t != nil && t.sameValues(values) {
+		return t.bounds
+	}
+	return values.AsRaw()
 }
 
 // boundTexts are the texts of one list of bounds. Immutable.
@@ -414,11 +436,27 @@ func newBoundTexts(bounds []float64) *boundTexts {
 	return t
 }
 
+// sameValues is same for a pdata slice.
+func (t *boundTexts) sameValues(values pcommon.Float64Slice) bool {
+	if values.Len() != len(t.bounds) {
+		return false
+	}
+	for i, b := range t.bounds {
+		if v := values.At(i); math.Float64bits(v) != math.Float64bits(b) || v != v {
+			return false
+		}
+	}
+	return true
+}
+
 // same reports whether bounds are t's, bit for bit (-0 and 0 render
 // differently; NaN bounds are never the same, and keep their own texts).
 func (t *boundTexts) same(bounds []float64) bool {
 	if len(bounds) != len(t.bounds) {
 		return false
+	}
+	if len(bounds) > 0 && &bounds[0] == &t.bounds[0] {
+		return true // SharedBounds gave the Dist t's own slice
 	}
 	for i, b := range bounds {
 		if math.Float64bits(b) != math.Float64bits(t.bounds[i]) || b != b {

@@ -149,38 +149,22 @@ type Dist struct {
 	// them as native histograms (besides the classic buckets above).
 	Native *Native
 
-	rendered []float64 // the Bounds whose canonical text is in les
-	les      [][]byte  // canonical text of each bound
-	// shortest texts of the bounds ("5", not "5.0"), for
-	// Options.ShortestBounds; built on first use.
-	shortFor []float64
-	short    [][]byte
+	// own holds the texts of Bounds that are not the family's (boundsFor),
+	// built on first use; ownOf is the &Bounds[0] they were built from.
+	own   *boundTexts
+	ownOf *float64
 }
 
-// shortTexts is boundTexts in the shortest form, as client_golang and the
-// gateways' exporters write le and quantile in the text format.
-func (d *Dist) shortTexts() [][]byte {
-	if len(d.shortFor) != len(d.Bounds) || (len(d.Bounds) > 0 && &d.shortFor[0] != &d.Bounds[0]) {
-		d.short = d.short[:0]
-		for _, b := range d.Bounds {
-			d.short = append(d.short, exposition.AppendFloat(nil, b))
-		}
-		d.shortFor = d.Bounds
+// ownTexts returns the texts of the Dist's own bounds, rendering them again
+// only when the bounds changed (identity of the slice).
+func (d *Dist) ownTexts() *boundTexts {
+	if len(d.Bounds) == 0 {
+		return &boundTexts{}
 	}
-	return d.short
-}
-
-// boundTexts returns the canonical text of every bound, re-rendering only
-// when the bounds changed (identity of the slice).
-func (d *Dist) boundTexts() [][]byte {
-	if len(d.rendered) != len(d.Bounds) || (len(d.Bounds) > 0 && &d.rendered[0] != &d.Bounds[0]) {
-		d.les = d.les[:0]
-		for _, b := range d.Bounds {
-			d.les = append(d.les, exposition.AppendCanonical(nil, b))
-		}
-		d.rendered = d.Bounds
+	if d.own == nil || d.ownOf != &d.Bounds[0] || len(d.own.bounds) != len(d.Bounds) {
+		d.own, d.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
 	}
-	return d.les
+	return d.own
 }
 
 // Series is one exposed time series (one sample line, or the lines of one
