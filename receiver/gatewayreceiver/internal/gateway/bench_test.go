@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/hex"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -185,6 +186,9 @@ func BenchmarkCountProto(b *testing.B) {
 	var c SpanCounter
 	n, i := 0, 0
 	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
 	for b.Loop() {
 		_, counted, err := c.CountProto(bodies[i], func(*Event) {})
 		if err != nil {
@@ -199,4 +203,5 @@ func BenchmarkCountProto(b *testing.B) {
 		b.Fatalf("counted %d requests, want %d", n, b.N*requests)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*requests), "ns/span")
+	b.ReportMetric(float64(threadCPU()-cpu0)/float64(b.N*2*requests), "cpu-ns/span")
 }
