@@ -58,95 +58,138 @@ const (
 	akGenAIOutput
 )
 
-// lookupAttrKey names the attribute k, akNone when no mapper reads it. The
-// switch compiles to a search on length and bytes: no hashing, no
-// allocation, so the decoder can ask with a string that borrows its input.
-func lookupAttrKey(k string) attrKey {
-	switch k {
-	case attrServiceName:
-		return akServiceName
-	case attrServiceNS:
-		return akServiceNS
-	case attrServiceInst:
-		return akServiceInst
-	case attrHostname:
-		return akHostname
-	case attrRoute:
-		return akRoute
-	case attrMethod:
-		return akMethod
-	case attrMethodOld:
-		return akMethodOld
-	case attrStatusCode:
-		return akStatusCode
-	case attrStatusCodeOld:
-		return akStatusCodeOld
-	case attrReqSize:
-		return akReqSize
-	case attrReqSizeOld:
-		return akReqSizeOld
-	case attrRespSize:
-		return akRespSize
-	case attrRespSizeOld:
-		return akRespSizeOld
-	case attrNetPeerIP:
-		return akNetPeerIP
-	case attrNetPeerPort:
-		return akNetPeerPort
-	case attrNetPeerName:
-		return akNetPeerName
-	case attrPeerService:
-		return akPeerService
-	case attrTryCount:
-		return akTryCount
-	case apisixRouteID:
-		return akAPISIXRouteID
-	case apisixRouteName:
-		return akAPISIXRouteName
-	case apisixServiceID:
-		return akAPISIXServiceID
-	case apisixSvcName:
-		return akAPISIXServiceName
-	case apisixSource:
-		return akAPISIXSource
-	case envoyCluster:
-		return akEnvoyCluster
-	case envoyAddress:
-		return akEnvoyAddress
-	case envoyFlags:
-		return akEnvoyFlags
-	case envoyReqSize:
-		return akEnvoyReqSize
-	case envoyRespSize:
-		return akEnvoyRespSize
-	case envoyComponent:
-		return akEnvoyComponent
-	case attrGenAIProvider:
-		return akGenAIProvider
-	case attrGenAISystem:
-		return akGenAISystem
-	case attrGenAIReqModel:
-		return akGenAIReqModel
-	case attrGenAIRespModel:
-		return akGenAIRespModel
-	case attrGenAIInput:
-		return akGenAIInput
-	case attrGenAIOutput:
-		return akGenAIOutput
-	}
-	if m := extraAttrs.Load(); m != nil {
-		return (*m)[k] // akNone when absent
-	}
-	return akNone
+// builtinAttrs is the vocabulary the mappers read, with its keys.
+var builtinAttrs = []struct {
+	name string
+	key  attrKey
+}{
+	{attrServiceName, akServiceName},
+	{attrServiceNS, akServiceNS},
+	{attrServiceInst, akServiceInst},
+	{attrHostname, akHostname},
+	{attrRoute, akRoute},
+	{attrMethod, akMethod},
+	{attrMethodOld, akMethodOld},
+	{attrStatusCode, akStatusCode},
+	{attrStatusCodeOld, akStatusCodeOld},
+	{attrReqSize, akReqSize},
+	{attrReqSizeOld, akReqSizeOld},
+	{attrRespSize, akRespSize},
+	{attrRespSizeOld, akRespSizeOld},
+	{attrNetPeerIP, akNetPeerIP},
+	{attrNetPeerPort, akNetPeerPort},
+	{attrNetPeerName, akNetPeerName},
+	{attrPeerService, akPeerService},
+	{attrTryCount, akTryCount},
+	{apisixRouteID, akAPISIXRouteID},
+	{apisixRouteName, akAPISIXRouteName},
+	{apisixServiceID, akAPISIXServiceID},
+	{apisixSvcName, akAPISIXServiceName},
+	{apisixSource, akAPISIXSource},
+	{envoyCluster, akEnvoyCluster},
+	{envoyAddress, akEnvoyAddress},
+	{envoyFlags, akEnvoyFlags},
+	{envoyReqSize, akEnvoyReqSize},
+	{envoyRespSize, akEnvoyRespSize},
+	{envoyComponent, akEnvoyComponent},
+	{attrGenAIProvider, akGenAIProvider},
+	{attrGenAISystem, akGenAISystem},
+	{attrGenAIReqModel, akGenAIReqModel},
+	{attrGenAIRespModel, akGenAIRespModel},
+	{attrGenAIInput, akGenAIInput},
+	{attrGenAIOutput, akGenAIOutput},
 }
 
-// extraAttrs are the attributes registered beyond the built-in vocabulary
-// (registerAttr: a gateway's home; RegisterAttribute: span dimensions of a
-// receiver's config), which the switch above misses. Copy on write: a
-// lookup is one atomic load, and registering never races a decoder.
+// lookupAttrKey names the attribute k, akNone when no mapper reads it. It
+// runs for every attribute of every span, and most attributes are ones no
+// mapper reads, so it is one probe of a small open-addressed table
+// (attrTable) in the common case: no string hashing, no allocation, so the
+// decoder can ask with a string that borrows its input.
+func lookupAttrKey(k string) attrKey {
+	t := attrTab.Load()
+	if t == nil {
+		t = builtinAttrTable
+	}
+	return t.lookup(k)
+}
+
+// attrTable maps attribute names to keys: the built-in vocabulary and the
+// registered names. slots, indexed by attrSlot, hold 1 + the index of the
+// name in names (0: empty); collisions probe the next slots. With at most
+// 35 + 128 names in 512 slots, most names the table does not hold meet an
+// empty slot at once, and most it holds are found at the first probe.
+type attrTable struct {
+	slots [attrSlots]uint8
+	names []string
+	keys  []attrKey
+}
+
+const attrSlots = 512
+
+// attrSlot is where the probe for k starts: a multiplicative hash of k's
+// length and three of its bytes (the attribute names differ there far more
+// often than in a prefix, which many share: http., net.peer., gen_ai.).
+func attrSlot(k string) uint32 {
+	n := len(k)
+	x := uint32(n)
+	if n > 0 {
+		x |= uint32(k[0])<<8 | uint32(k[n-1])<<16 | uint32(k[n/2])<<24
+	}
+	return (x * 0x9E3779B1) >> (32 - 9) // the top 9 bits: 0 ≤ slot < 512
+}
+
+func (t *attrTable) lookup(k string) attrKey {
+	for i := attrSlot(k); ; i = (i + 1) & (attrSlots - 1) {
+		j := int(t.slots[i]) - 1
+		if j < 0 {
+			return akNone
+		}
+		if t.names[j] == k {
+			return t.keys[j]
+		}
+	}
+}
+
+// with returns a copy of t holding name too (t may be nil: an empty table).
+// A name t holds already keeps its key.
+func (t *attrTable) with(name string, key attrKey) *attrTable {
+	next := &attrTable{}
+	if t != nil {
+		if k := t.lookup(name); k != akNone {
+			return t
+		}
+		*next = *t
+		next.names = append([]string(nil), t.names...)
+		next.keys = append([]attrKey(nil), t.keys...)
+	}
+	if len(next.names) >= 255 {
+		panic("gateway: attribute table full")
+	}
+	next.names = append(next.names, name)
+	next.keys = append(next.keys, key)
+	i := attrSlot(name)
+	for next.slots[i] != 0 {
+		i = (i + 1) & (attrSlots - 1)
+	}
+	next.slots[i] = uint8(len(next.names))
+	return next
+}
+
+// builtinAttrTable holds builtinAttrs; attrTab, once a name is registered,
+// builtinAttrs and the registered names. Copy on write: a lookup is one
+// atomic load, and registering never races a decoder.
 var (
-	extraAttrs  atomic.Pointer[map[string]attrKey]
+	builtinAttrTable = func() *attrTable {
+		var t *attrTable
+		for _, a := range builtinAttrs {
+			t = t.with(a.name, a.key)
+		}
+		return t
+	}()
+	attrTab     atomic.Pointer[attrTable]
 	extraAttrMu sync.Mutex
+	// extraAttrs counts the registered names (the next key to hand out).
+	extraAttrs int
 )
 
 // akExtra is the first key registerAttr hands out.
@@ -154,7 +197,7 @@ const akExtra attrKey = 128
 
 // registerAttr adds an attribute to what span reduction keeps and returns
 // its key: a new gateway's home declares its own attributes with it, in a
-// package-level var, without touching the switch. A name already known
+// package-level var, without touching the vocabulary. A name already known
 // returns its key.
 func registerAttr(name string) attrKey {
 	if k := lookupAttrKey(name); k != akNone {
@@ -162,23 +205,19 @@ func registerAttr(name string) attrKey {
 	}
 	extraAttrMu.Lock()
 	defer extraAttrMu.Unlock()
-	old := map[string]attrKey{}
-	if m := extraAttrs.Load(); m != nil {
-		old = *m
+	t := attrTab.Load()
+	if t == nil {
+		t = builtinAttrTable
 	}
-	if k, ok := old[name]; ok {
+	if k := t.lookup(name); k != akNone {
 		return k
 	}
-	k := akExtra + attrKey(len(old))
+	k := akExtra + attrKey(extraAttrs)
 	if k < akExtra {
 		panic("gateway: more than 128 registered attributes")
 	}
-	next := make(map[string]attrKey, len(old)+1)
-	for n, v := range old {
-		next[n] = v
-	}
-	next[name] = k
-	extraAttrs.Store(&next)
+	extraAttrs++
+	attrTab.Store(t.with(name, k))
 	return k
 }
 
