@@ -269,6 +269,21 @@ func (a attrs) get(k attrKey) (value, bool) {
 	return value{}, false
 }
 
+// keySet is a filter of the keys an attrs holds, bit k%64 for key k: a clear
+// bit means get finds nothing. A root's mapping asks for some 15 keys, most
+// absent (Kong's root carries 4 of them), so it tests the filter first.
+type keySet uint64
+
+func (a attrs) keys() keySet {
+	var s keySet
+	for i := range a {
+		s |= 1 << (a[i].key & 63)
+	}
+	return s
+}
+
+func (s keySet) has(k attrKey) bool { return s&(1<<(k&63)) != 0 }
+
 // str is the attribute's value when it is a string, else "".
 func (a attrs) str(k attrKey) string {
 	if v, ok := a.get(k); ok && v.typ == vStr {
