@@ -23,7 +23,8 @@ func TestLookupAttrKey(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"", "http.url", "http.host", "kong.request.id", "service.version"} {
+	for _, k := range []string{"", "h", "hostnam", "hostnamf", "http.url", "http.host", "kong.request.id", "service.version",
+		"http.response.status_code_", "http.response.xtatus_code", "http.response.status_codf"} {
 		if got := lookupAttrKey(k); got != akNone {
 			t.Errorf("lookupAttrKey(%q) = %d, want none", k, got)
 		}
@@ -52,5 +53,15 @@ func TestAttrTableFull(t *testing.T) {
 	}
 	if got := tab.lookup("dim.128"); got != akNone {
 		t.Errorf("dim.128: %d, want none", got)
+	}
+	// Short names, and long ones differing only in the middle (the words
+	// match, the name does not).
+	tab = builtinAttrTable.with("", akExtra).with("a", akExtra+1).with("ab", akExtra+2).
+		with("xxxxxxxx.1.yyyyyyyy", akExtra+3).with("xxxxxxxx.2.yyyyyyyy", akExtra+4)
+	for name, want := range map[string]attrKey{"": akExtra, "a": akExtra + 1, "ab": akExtra + 2, "b": akNone, "a\x00": akNone,
+		"xxxxxxxx.1.yyyyyyyy": akExtra + 3, "xxxxxxxx.2.yyyyyyyy": akExtra + 4, "xxxxxxxx.3.yyyyyyyy": akNone} {
+		if got := tab.lookup(name); got != want {
+			t.Errorf("%q: %d, want %d", name, got, want)
+		}
 	}
 }

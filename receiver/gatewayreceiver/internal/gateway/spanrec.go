@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The span mappers do not read pdata or protobuf directly: both inputs are
@@ -114,38 +117,56 @@ func lookupAttrKey(k string) attrKey {
 }
 
 // attrTable maps attribute names to keys: the built-in vocabulary and the
-// registered names. slots, indexed by attrSlot, hold 1 + the index of the
-// name in names (0: empty); collisions probe the next slots. With at most
-// 35 + 128 names in 512 slots, most names the table does not hold meet an
-// empty slot at once, and most it holds are found at the first probe.
+// registered names. slots, indexed by the top bits of attrHash, hold 1 + the
+// index of the name's entry (0: empty); collisions probe the next slots.
+// With at most 35 + 128 names in 512 slots, most names the table does not
+// hold meet an empty slot at once, and most it holds are found at the
+// first probe.
 type attrTable struct {
-	slots [attrSlots]uint8
-	names []string
-	keys  []attrKey
+	slots   [attrSlots]uint8
+	entries []attrEntry
+}
+
+// attrEntry is one name, with its words (attrWords) to compare first.
+type attrEntry struct {
+	lo, hi uint64
+	name   string
+	key    attrKey
 }
 
 const attrSlots = 512
 
-// attrSlot is where the probe for k starts: a multiplicative hash of k's
-// length and three of its bytes (the attribute names differ there far more
-// often than in a prefix, which many share: http., net.peer., gen_ai.).
-func attrSlot(k string) uint32 {
-	n := len(k)
-	x := uint32(n)
-	if n > 0 {
-		x |= uint32(k[0])<<8 | uint32(k[n-1])<<16 | uint32(k[n/2])<<24
+// attrWords are k's first and last 8 bytes (overlapping when k is shorter
+// than 16; both k's bytes when shorter than 8). Two names of the same
+// length with the same words are equal when no longer than 16 bytes, and
+// every built-in name is; the words are also what the hash mixes, so a
+// lookup reads k's bytes once, as two loads.
+func attrWords(k string) (lo, hi uint64) {
+	b := unsafe.Slice(unsafe.StringData(k), len(k))
+	if len(b) >= 8 {
+		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[len(b)-8:])
 	}
-	return (x * 0x9E3779B1) >> (32 - 9) // the top 9 bits: 0 ≤ slot < 512
+	for i := len(b) - 1; i >= 0; i-- {
+		lo = lo<<8 | uint64(b[i])
+	}
+	return lo, lo
+}
+
+// attrSlot is where the probe for a name of n bytes and these words starts.
+func attrSlot(lo, hi uint64, n int) uint64 {
+	return ((lo ^ bits.RotateLeft64(hi, 29) ^ uint64(n)) * 0x9E3779B97F4A7C15) >> (64 - 9) // 0 ≤ slot < 512
 }
 
 func (t *attrTable) lookup(k string) attrKey {
-	for i := attrSlot(k); ; i = (i + 1) & (attrSlots - 1) {
+	lo, hi := attrWords(k)
+	for i := attrSlot(lo, hi, len(k)); ; i = (i + 1) & (attrSlots - 1) {
 		j := int(t.slots[i]) - 1
 		if j < 0 {
 			return akNone
 		}
-		if t.names[j] == k {
-			return t.keys[j]
+		e := &t.entries[j]
+		if e.lo == lo && e.hi == hi && len(e.name) == len(k) && (len(k) <= 16 || e.name[8:len(k)-8] == k[8:len(k)-8]) {
+			return e.key
 		}
 	}
 }
@@ -159,19 +180,18 @@ func (t *attrTable) with(name string, key attrKey) *attrTable {
 			return t
 		}
 		*next = *t
-		next.names = append([]string(nil), t.names...)
-		next.keys = append([]attrKey(nil), t.keys...)
+		next.entries = append([]attrEntry(nil), t.entries...)
 	}
-	if len(next.names) >= 255 {
+	if len(next.entries) >= 255 {
 		panic("gateway: attribute table full")
 	}
-	next.names = append(next.names, name)
-	next.keys = append(next.keys, key)
-	i := attrSlot(name)
+	lo, hi := attrWords(name)
+	next.entries = append(next.entries, attrEntry{lo: lo, hi: hi, name: name, key: key})
+	i := attrSlot(lo, hi, len(name))
 	for next.slots[i] != 0 {
 		i = (i + 1) & (attrSlots - 1)
 	}
-	next.slots[i] = uint8(len(next.names))
+	next.slots[i] = uint8(len(next.entries))
 	return next
 }
 
