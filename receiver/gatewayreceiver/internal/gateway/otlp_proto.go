@@ -304,9 +304,16 @@ func (c *SpanCounter) decodeSpanFast(b []byte, s *spanRec) bool {
 			if end < 0 {
 				return false
 			}
-			var err error
-			if c.attrs, err = decodeKeyValue(b[start:end], c.attrs); err != nil {
-				return false
+			// decodeKeyValue, in line: the attribute loop is the hottest.
+			if key, val, ok := keyValueFast(b[start:end]); ok {
+				if k := lookupAttrKey(key); k != akNone {
+					c.attrs = append(c.attrs, keyed{key: k, val: val})
+				}
+			} else {
+				var err error
+				if c.attrs, err = decodeKeyValueChecked(b[start:end], c.attrs); err != nil {
+					return false
+				}
 			}
 			pos = end
 		case 15<<3 | byte(wireLen): // status
