@@ -160,7 +160,7 @@ func FuzzKeyValueFast(f *testing.F) {
 		}
 		var got attrs
 		if k := lookupAttrKey(key); k != akNone {
-			got = attrs{{key: k, val: val}}
+			got = attrs{keyedOf(k, val)}
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("keyValueFast read %+v, decodeKeyValueChecked %+v, from %x", got, want, b)

@@ -307,7 +307,7 @@ func (c *SpanCounter) decodeSpanFast(b []byte, s *spanRec) bool {
 			// decodeKeyValue, in line: the attribute loop is the hottest.
 			if key, val, ok := keyValueFast(b[start:end]); ok {
 				if k := lookupAttrKey(key); k != akNone {
-					c.attrs = append(c.attrs, keyed{key: k, val: val})
+					c.attrs = append(c.attrs, keyedOf(k, val))
 				}
 			} else {
 				var err error
@@ -500,7 +500,7 @@ func decodeStatus(b []byte, code *int32) error {
 func decodeKeyValue(b []byte, dst attrs) (attrs, error) {
 	if key, val, ok := keyValueFast(b); ok {
 		if k := lookupAttrKey(key); k != akNone {
-			dst = append(dst, keyed{key: k, val: val})
+			dst = append(dst, keyedOf(k, val))
 		}
 		return dst, nil
 	}
@@ -598,7 +598,7 @@ func decodeKeyValueChecked(b []byte, dst attrs) (attrs, error) {
 		}
 	}
 	if k := lookupAttrKey(key); k != akNone {
-		dst = append(dst, keyed{key: k, val: val})
+		dst = append(dst, keyedOf(k, val))
 	}
 	return dst, nil
 }

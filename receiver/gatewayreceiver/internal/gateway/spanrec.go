@@ -270,11 +270,19 @@ type value struct {
 	num uint64
 }
 
-// keyed is one attribute a mapper reads.
+// keyed is one attribute a mapper reads: its key and value, laid out flat
+// (32 bytes, where a key beside a value struct would take 40: the decoder
+// writes one for most attributes of every span).
 type keyed struct {
+	str string
+	num uint64
+	typ valueType
 	key attrKey
-	val value
 }
+
+func keyedOf(k attrKey, v value) keyed { return keyed{str: v.str, num: v.num, typ: v.typ, key: k} }
+
+func (kv *keyed) val() value { return value{typ: kv.typ, str: kv.str, num: kv.num} }
 
 // attrs are the known attributes of one span or resource, in input order:
 // get returns the first of duplicates, as pcommon.Map.Get does.
@@ -283,7 +291,7 @@ type attrs []keyed
 func (a attrs) get(k attrKey) (value, bool) {
 	for i := range a {
 		if a[i].key == k {
-			return a[i].val, true
+			return a[i].val(), true
 		}
 	}
 	return value{}, false
