@@ -167,6 +167,14 @@ const OtherMethod = "_OTHER"
 // NormalizeMethod returns the canonical upper-case name of a known HTTP method
 // (RFC 9110 plus PATCH), or OtherMethod. It does not allocate.
 func NormalizeMethod(m string) string {
+	// Nearly every method arrives in upper case: a plain comparison finds
+	// it (no two known methods differ only in case, so the answer is the
+	// one EqualFold gives).
+	for _, known := range knownMethods {
+		if m == known {
+			return known
+		}
+	}
 	for _, known := range knownMethods {
 		if strings.EqualFold(m, known) {
 			return known

@@ -143,6 +143,16 @@ func (c *SpanCounter) decodeResource(b []byte) error {
 func (c *SpanCounter) decodeScopeSpans(b []byte, legacy bool) error {
 	first, scope, spans := len(c.spans), "", 0
 	for pos := 0; pos < len(b); {
+		if b[pos] == 2<<3|byte(wireLen) { // spans, most of b: in line
+			if start, end := fastLen(b, pos+1); end >= 0 {
+				if err := c.decodeSpan(b[start:end]); err != nil {
+					return at(err, "spans", spans)
+				}
+				spans++
+				pos = end
+				continue
+			}
+		}
 		num, wt, p, err := consumeTag(b, pos)
 		if err != nil {
 			return err
@@ -209,7 +219,172 @@ func decodeScope(b []byte, name string) (string, error) {
 	return name, nil
 }
 
+// decodeSpan reduces one Span. Most spans are read by decodeSpanFast; one
+// it declines (malformed, or encoded in a way it does not read) is read
+// again from the start by decodeSpanChecked, which also words every error,
+// so the fast reading need only be right on what it accepts.
 func (c *SpanCounter) decodeSpan(b []byte) error {
+	lo := len(c.attrs)
+	c.spans = append(c.spans, spanRec{attrLo: int32(lo)})
+	s := &c.spans[len(c.spans)-1]
+	if c.decodeSpanFast(b, s) {
+		s.attrHi = int32(len(c.attrs))
+		return nil
+	}
+	c.spans, c.attrs = c.spans[:len(c.spans)-1], c.attrs[:lo]
+	return c.decodeSpanChecked(b)
+}
+
+// decodeSpanFast is decodeSpanChecked's reading for the well-formed spans
+// SDKs send, in any field order: it switches on the whole one-byte tag
+// (field number and wire type, so a wrong wire type is simply not a case),
+// reads lengths of up to two bytes in line, and hands other fields to the
+// checked readers. It returns false, and s is then to be dropped, on
+// anything else (a known field with a wrong wire type or a longer tag, a
+// wrong id length, a malformed field).
+func (c *SpanCounter) decodeSpanFast(b []byte, s *spanRec) bool {
+	for pos := 0; pos < len(b); {
+		tag := b[pos]
+		pos++
+		switch tag {
+		case 1<<3 | byte(wireLen): // trace_id
+			if pos >= len(b) {
+				return false
+			}
+			switch b[pos] {
+			case 16:
+				if len(b)-pos < 17 {
+					return false
+				}
+				copy(s.trace[:], b[pos+1:pos+17])
+				pos += 17
+			case 0: // empty: leaves the id as it was, as checkID + copy do
+				pos++
+			default:
+				return false
+			}
+		case 2<<3 | byte(wireLen): // span_id
+			if pos = readSpanIDFast(&s.id, b, pos); pos < 0 {
+				return false
+			}
+		case 4<<3 | byte(wireLen): // parent_span_id
+			if pos = readSpanIDFast(&s.parent, b, pos); pos < 0 {
+				return false
+			}
+		case 3<<3 | byte(wireLen), 5<<3 | byte(wireLen): // trace_state, name
+			start, end := fastLen(b, pos)
+			if end < 0 {
+				return false
+			}
+			if tag == 3<<3|byte(wireLen) {
+				s.traceState = borrow(b[start:end])
+			} else {
+				s.name = borrow(b[start:end])
+			}
+			pos = end
+		case 6<<3 | byte(wireVarint): // kind
+			n, p, err := consumeVarint(b, pos)
+			if err != nil {
+				return false
+			}
+			s.kind, pos = int32(n), p
+		case 7<<3 | byte(wireI64), 8<<3 | byte(wireI64): // start, end time
+			if len(b)-pos < 8 {
+				return false
+			}
+			t := binary.LittleEndian.Uint64(b[pos:])
+			if tag == 7<<3|byte(wireI64) {
+				s.start = t
+			} else {
+				s.end = t
+			}
+			pos += 8
+		case 9<<3 | byte(wireLen): // attributes
+			start, end := fastLen(b, pos)
+			if end < 0 {
+				return false
+			}
+			// decodeKeyValue, in line: the attribute loop is the hottest.
+			if key, val, ok := keyValueFast(b[start:end]); ok {
+				if k := lookupAttrKey(key); k != akNone {
+					c.attrs = append(c.attrs, keyedOf(k, val))
+				}
+			} else {
+				var err error
+				if c.attrs, err = decodeKeyValueChecked(b[start:end], c.attrs); err != nil {
+					return false
+				}
+			}
+			pos = end
+		case 15<<3 | byte(wireLen): // status
+			start, end := fastLen(b, pos)
+			if end < 0 || decodeStatus(b[start:end], &s.status) != nil {
+				return false
+			}
+			pos = end
+		default:
+			// Fields no mapper reads (events, links, counts, flags: its
+			// tag is two bytes) are checked and skipped as
+			// decodeSpanChecked does; a field read above with another wire
+			// type or tag encoding is left to decodeSpanChecked.
+			num, wt, p, err := consumeTag(b, pos-1)
+			if err != nil || num <= 9 || num == 15 {
+				return false
+			}
+			if pos, err = c.skipSpanField(b, num, wt, p); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fastLen reads the length prefix at b[pos] when it takes one or two bytes
+// (fields of up to 16 KiB) and returns the bounds of the field's bytes;
+// end is -1 when the prefix is longer or the field overruns b.
+func fastLen(b []byte, pos int) (start, end int) {
+	if pos >= len(b) {
+		return 0, -1
+	}
+	n := int(b[pos])
+	if n >= 0x80 {
+		if pos+1 >= len(b) || b[pos+1] >= 0x80 {
+			return 0, -1
+		}
+		n = n&0x7f | int(b[pos+1])<<7
+		pos++
+	}
+	pos++
+	if n > len(b)-pos {
+		return 0, -1
+	}
+	return pos, pos + n
+}
+
+// readSpanIDFast is readSpanID on the field whose length prefix is at
+// b[pos]; it returns the position after the field, -1 when the id is not 8
+// bytes or empty or overruns b.
+func readSpanIDFast(dst *[8]byte, b []byte, pos int) int {
+	if pos >= len(b) {
+		return -1
+	}
+	switch b[pos] {
+	case 8:
+		if len(b)-pos < 9 {
+			return -1
+		}
+		*dst = [8]byte(b[pos+1 : pos+9])
+		return pos + 9
+	case 0:
+		*dst = [8]byte{}
+		return pos + 1
+	}
+	return -1
+}
+
+// decodeSpanChecked reads a span field by field as pdata does, giving
+// pdata's answer (and a located error) on any input.
+func (c *SpanCounter) decodeSpanChecked(b []byte) error {
 	s := spanRec{attrLo: int32(len(c.attrs))}
 	attrs := 0
 	for pos := 0; pos < len(b); {
@@ -323,6 +498,78 @@ func decodeStatus(b []byte, code *int32) error {
 // decodeKeyValue appends the attribute in b to dst when a mapper reads it,
 // and checks it otherwise.
 func decodeKeyValue(b []byte, dst attrs) (attrs, error) {
+	if key, val, ok := keyValueFast(b); ok {
+		if k := lookupAttrKey(key); k != akNone {
+			dst = append(dst, keyedOf(k, val))
+		}
+		return dst, nil
+	}
+	return decodeKeyValueChecked(b, dst)
+}
+
+// keyValueFast reads the KeyValues SDKs send: a key and a value field,
+// once each, in either order (pdata writes fields last to first, most
+// encoders first to last), with one-byte lengths, the value empty or one
+// string, int, double or bool field. ok is false on anything else, which
+// decodeKeyValueChecked then reads; what it accepts, it reads as that does.
+func keyValueFast(b []byte) (key string, val value, ok bool) {
+	if len(b) < 4 {
+		return "", value{}, false
+	}
+	n := int(b[1])
+	if n >= 0x80 || n > len(b)-4 {
+		return "", value{}, false
+	}
+	first, rest := b[2:2+n], b[2+n:]
+	if m := int(rest[1]); m >= 0x80 || m != len(rest)-2 {
+		return "", value{}, false
+	}
+	var kb, vb []byte
+	switch {
+	case b[0] == 1<<3|byte(wireLen) && rest[0] == 2<<3|byte(wireLen):
+		kb, vb = first, rest[2:]
+	case b[0] == 2<<3|byte(wireLen) && rest[0] == 1<<3|byte(wireLen):
+		kb, vb = rest[2:], first
+	default:
+		return "", value{}, false
+	}
+	if len(vb) == 0 {
+		return borrow(kb), value{}, true
+	}
+	switch vb[0] {
+	case 1<<3 | byte(wireLen): // string_value (vb is under 128 bytes)
+		if len(vb) < 2 || int(vb[1]) != len(vb)-2 {
+			return "", value{}, false
+		}
+		val = value{typ: vStr, str: borrow(vb[2:])}
+	case 3<<3 | byte(wireVarint): // int_value
+		n, p, err := consumeVarint(vb, 1)
+		if err != nil || p != len(vb) {
+			return "", value{}, false
+		}
+		val = value{typ: vInt, num: n}
+	case 4<<3 | byte(wireI64): // double_value
+		if len(vb) != 9 {
+			return "", value{}, false
+		}
+		val = value{typ: vDouble, num: binary.LittleEndian.Uint64(vb[1:])}
+	case 2<<3 | byte(wireVarint): // bool_value
+		n, p, err := consumeVarint(vb, 1)
+		if err != nil || p != len(vb) {
+			return "", value{}, false
+		}
+		val = value{typ: vBool}
+		if n != 0 {
+			val.num = 1
+		}
+	default:
+		return "", value{}, false
+	}
+	return borrow(kb), val, true
+}
+
+// decodeKeyValueChecked reads a KeyValue field by field as pdata does.
+func decodeKeyValueChecked(b []byte, dst attrs) (attrs, error) {
 	const depth = 1 // pdata counts the KeyValue itself
 	var key string
 	var val value
@@ -351,7 +598,7 @@ func decodeKeyValue(b []byte, dst attrs) (attrs, error) {
 		}
 	}
 	if k := lookupAttrKey(key); k != akNone {
-		dst = append(dst, keyed{key: k, val: val})
+		dst = append(dst, keyedOf(k, val))
 	}
 	return dst, nil
 }

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The span mappers do not read pdata or protobuf directly: both inputs are
@@ -58,95 +61,155 @@ const (
 	akGenAIOutput
 )
 
-// lookupAttrKey names the attribute k, akNone when no mapper reads it. The
-// switch compiles to a search on length and bytes: no hashing, no
-// allocation, so the decoder can ask with a string that borrows its input.
-func lookupAttrKey(k string) attrKey {
-	switch k {
-	case attrServiceName:
-		return akServiceName
-	case attrServiceNS:
-		return akServiceNS
-	case attrServiceInst:
-		return akServiceInst
-	case attrHostname:
-		return akHostname
-	case attrRoute:
-		return akRoute
-	case attrMethod:
-		return akMethod
-	case attrMethodOld:
-		return akMethodOld
-	case attrStatusCode:
-		return akStatusCode
-	case attrStatusCodeOld:
-		return akStatusCodeOld
-	case attrReqSize:
-		return akReqSize
-	case attrReqSizeOld:
-		return akReqSizeOld
-	case attrRespSize:
-		return akRespSize
-	case attrRespSizeOld:
-		return akRespSizeOld
-	case attrNetPeerIP:
-		return akNetPeerIP
-	case attrNetPeerPort:
-		return akNetPeerPort
-	case attrNetPeerName:
-		return akNetPeerName
-	case attrPeerService:
-		return akPeerService
-	case attrTryCount:
-		return akTryCount
-	case apisixRouteID:
-		return akAPISIXRouteID
-	case apisixRouteName:
-		return akAPISIXRouteName
-	case apisixServiceID:
-		return akAPISIXServiceID
-	case apisixSvcName:
-		return akAPISIXServiceName
-	case apisixSource:
-		return akAPISIXSource
-	case envoyCluster:
-		return akEnvoyCluster
-	case envoyAddress:
-		return akEnvoyAddress
-	case envoyFlags:
-		return akEnvoyFlags
-	case envoyReqSize:
-		return akEnvoyReqSize
-	case envoyRespSize:
-		return akEnvoyRespSize
-	case envoyComponent:
-		return akEnvoyComponent
-	case attrGenAIProvider:
-		return akGenAIProvider
-	case attrGenAISystem:
-		return akGenAISystem
-	case attrGenAIReqModel:
-		return akGenAIReqModel
-	case attrGenAIRespModel:
-		return akGenAIRespModel
-	case attrGenAIInput:
-		return akGenAIInput
-	case attrGenAIOutput:
-		return akGenAIOutput
-	}
-	if m := extraAttrs.Load(); m != nil {
-		return (*m)[k] // akNone when absent
-	}
-	return akNone
+// builtinAttrs is the vocabulary the mappers read, with its keys.
+var builtinAttrs = []struct {
+	name string
+	key  attrKey
+}{
+	{attrServiceName, akServiceName},
+	{attrServiceNS, akServiceNS},
+	{attrServiceInst, akServiceInst},
+	{attrHostname, akHostname},
+	{attrRoute, akRoute},
+	{attrMethod, akMethod},
+	{attrMethodOld, akMethodOld},
+	{attrStatusCode, akStatusCode},
+	{attrStatusCodeOld, akStatusCodeOld},
+	{attrReqSize, akReqSize},
+	{attrReqSizeOld, akReqSizeOld},
+	{attrRespSize, akRespSize},
+	{attrRespSizeOld, akRespSizeOld},
+	{attrNetPeerIP, akNetPeerIP},
+	{attrNetPeerPort, akNetPeerPort},
+	{attrNetPeerName, akNetPeerName},
+	{attrPeerService, akPeerService},
+	{attrTryCount, akTryCount},
+	{apisixRouteID, akAPISIXRouteID},
+	{apisixRouteName, akAPISIXRouteName},
+	{apisixServiceID, akAPISIXServiceID},
+	{apisixSvcName, akAPISIXServiceName},
+	{apisixSource, akAPISIXSource},
+	{envoyCluster, akEnvoyCluster},
+	{envoyAddress, akEnvoyAddress},
+	{envoyFlags, akEnvoyFlags},
+	{envoyReqSize, akEnvoyReqSize},
+	{envoyRespSize, akEnvoyRespSize},
+	{envoyComponent, akEnvoyComponent},
+	{attrGenAIProvider, akGenAIProvider},
+	{attrGenAISystem, akGenAISystem},
+	{attrGenAIReqModel, akGenAIReqModel},
+	{attrGenAIRespModel, akGenAIRespModel},
+	{attrGenAIInput, akGenAIInput},
+	{attrGenAIOutput, akGenAIOutput},
 }
 
-// extraAttrs are the attributes registered beyond the built-in vocabulary
-// (registerAttr: a gateway's home; RegisterAttribute: span dimensions of a
-// receiver's config), which the switch above misses. Copy on write: a
-// lookup is one atomic load, and registering never races a decoder.
+// lookupAttrKey names the attribute k, akNone when no mapper reads it. It
+// runs for every attribute of every span, and most attributes are ones no
+// mapper reads, so it is one probe of a small open-addressed table
+// (attrTable) in the common case: no string hashing, no allocation, so the
+// decoder can ask with a string that borrows its input.
+func lookupAttrKey(k string) attrKey {
+	t := attrTab.Load()
+	if t == nil {
+		t = builtinAttrTable
+	}
+	return t.lookup(k)
+}
+
+// attrTable maps attribute names to keys: the built-in vocabulary and the
+// registered names. slots, indexed by the top bits of attrHash, hold 1 + the
+// index of the name's entry (0: empty); collisions probe the next slots.
+// With at most 35 + 128 names in 512 slots, most names the table does not
+// hold meet an empty slot at once, and most it holds are found at the
+// first probe.
+type attrTable struct {
+	slots   [attrSlots]uint8
+	entries []attrEntry
+}
+
+// attrEntry is one name, with its words (attrWords) to compare first.
+type attrEntry struct {
+	lo, hi uint64
+	name   string
+	key    attrKey
+}
+
+const attrSlots = 512
+
+// attrWords are k's first and last 8 bytes (overlapping when k is shorter
+// than 16; both k's bytes when shorter than 8). Two names of the same
+// length with the same words are equal when no longer than 16 bytes, and
+// every built-in name is; the words are also what the hash mixes, so a
+// lookup reads k's bytes once, as two loads.
+func attrWords(k string) (lo, hi uint64) {
+	b := unsafe.Slice(unsafe.StringData(k), len(k))
+	if len(b) >= 8 {
+		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[len(b)-8:])
+	}
+	for i := len(b) - 1; i >= 0; i-- {
+		lo = lo<<8 | uint64(b[i])
+	}
+	return lo, lo
+}
+
+// attrSlot is where the probe for a name of n bytes and these words starts.
+func attrSlot(lo, hi uint64, n int) uint64 {
+	return ((lo ^ bits.RotateLeft64(hi, 29) ^ uint64(n)) * 0x9E3779B97F4A7C15) >> (64 - 9) // 0 ≤ slot < 512
+}
+
+func (t *attrTable) lookup(k string) attrKey {
+	lo, hi := attrWords(k)
+	for i := attrSlot(lo, hi, len(k)); ; i = (i + 1) & (attrSlots - 1) {
+		j := int(t.slots[i]) - 1
+		if j < 0 {
+			return akNone
+		}
+		e := &t.entries[j]
+		if e.lo == lo && e.hi == hi && len(e.name) == len(k) && (len(k) <= 16 || e.name[8:len(k)-8] == k[8:len(k)-8]) {
+			return e.key
+		}
+	}
+}
+
+// with returns a copy of t holding name too (t may be nil: an empty table).
+// A name t holds already keeps its key.
+func (t *attrTable) with(name string, key attrKey) *attrTable {
+	next := &attrTable{}
+	if t != nil {
+		if k := t.lookup(name); k != akNone {
+			return t
+		}
+		*next = *t
+		next.entries = append([]attrEntry(nil), t.entries...)
+	}
+	if len(next.entries) >= 255 {
+		panic("gateway: attribute table full")
+	}
+	lo, hi := attrWords(name)
+	next.entries = append(next.entries, attrEntry{lo: lo, hi: hi, name: name, key: key})
+	i := attrSlot(lo, hi, len(name))
+	for next.slots[i] != 0 {
+		i = (i + 1) & (attrSlots - 1)
+	}
+	next.slots[i] = uint8(len(next.entries))
+	return next
+}
+
+// builtinAttrTable holds builtinAttrs; attrTab, once a name is registered,
+// builtinAttrs and the registered names. Copy on write: a lookup is one
+// atomic load, and registering never races a decoder.
 var (
-	extraAttrs  atomic.Pointer[map[string]attrKey]
+	builtinAttrTable = func() *attrTable {
+		var t *attrTable
+		for _, a := range builtinAttrs {
+			t = t.with(a.name, a.key)
+		}
+		return t
+	}()
+	attrTab     atomic.Pointer[attrTable]
 	extraAttrMu sync.Mutex
+	// extraAttrs counts the registered names (the next key to hand out).
+	extraAttrs int
 )
 
 // akExtra is the first key registerAttr hands out.
@@ -154,7 +217,7 @@ const akExtra attrKey = 128
 
 // registerAttr adds an attribute to what span reduction keeps and returns
 // its key: a new gateway's home declares its own attributes with it, in a
-// package-level var, without touching the switch. A name already known
+// package-level var, without touching the vocabulary. A name already known
 // returns its key.
 func registerAttr(name string) attrKey {
 	if k := lookupAttrKey(name); k != akNone {
@@ -162,23 +225,19 @@ func registerAttr(name string) attrKey {
 	}
 	extraAttrMu.Lock()
 	defer extraAttrMu.Unlock()
-	old := map[string]attrKey{}
-	if m := extraAttrs.Load(); m != nil {
-		old = *m
+	t := attrTab.Load()
+	if t == nil {
+		t = builtinAttrTable
 	}
-	if k, ok := old[name]; ok {
+	if k := t.lookup(name); k != akNone {
 		return k
 	}
-	k := akExtra + attrKey(len(old))
+	k := akExtra + attrKey(extraAttrs)
 	if k < akExtra {
 		panic("gateway: more than 128 registered attributes")
 	}
-	next := make(map[string]attrKey, len(old)+1)
-	for n, v := range old {
-		next[n] = v
-	}
-	next[name] = k
-	extraAttrs.Store(&next)
+	extraAttrs++
+	attrTab.Store(t.with(name, k))
 	return k
 }
 
@@ -211,11 +270,19 @@ type value struct {
 	num uint64
 }
 
-// keyed is one attribute a mapper reads.
+// keyed is one attribute a mapper reads: its key and value, laid out flat
+// (32 bytes, where a key beside a value struct would take 40: the decoder
+// writes one for most attributes of every span).
 type keyed struct {
+	str string
+	num uint64
+	typ valueType
 	key attrKey
-	val value
 }
+
+func keyedOf(k attrKey, v value) keyed { return keyed{str: v.str, num: v.num, typ: v.typ, key: k} }
+
+func (kv *keyed) val() value { return value{typ: kv.typ, str: kv.str, num: kv.num} }
 
 // attrs are the known attributes of one span or resource, in input order:
 // get returns the first of duplicates, as pcommon.Map.Get does.
@@ -224,11 +291,26 @@ type attrs []keyed
 func (a attrs) get(k attrKey) (value, bool) {
 	for i := range a {
 		if a[i].key == k {
-			return a[i].val, true
+			return a[i].val(), true
 		}
 	}
 	return value{}, false
 }
+
+// keySet is a filter of the keys an attrs holds, bit k%64 for key k: a clear
+// bit means get finds nothing. A root's mapping asks for some 15 keys, most
+// absent (Kong's root carries 4 of them), so it tests the filter first.
+type keySet uint64
+
+func (a attrs) keys() keySet {
+	var s keySet
+	for i := range a {
+		s |= 1 << (a[i].key & 63)
+	}
+	return s
+}
+
+func (s keySet) has(k attrKey) bool { return s&(1<<(k&63)) != 0 }
 
 // str is the attribute's value when it is a string, else "".
 func (a attrs) str(k attrKey) string {

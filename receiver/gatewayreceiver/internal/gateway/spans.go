@@ -276,6 +276,7 @@ func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	if w, ok := thresholdWeight(span.traceState); ok {
 		e.Weight, e.Sampling = w, SamplingThreshold
 	}
+	ks := a.keys()
 	if v, ok := a.get(akRoute); ok && v.typ == vStr {
 		e.Route = v.str
 	}
@@ -285,17 +286,29 @@ func mapRoot(e *Event, kind Kind, span *spanRec, a attrs) {
 	if v, ok := a.either(akStatusCode, akStatusCodeOld); ok {
 		e.StatusCode = v.status()
 	}
-	if v, ok := a.either(akReqSize, akReqSizeOld); ok {
-		e.RequestSize = v.size()
+	if ks.has(akReqSize) || ks.has(akReqSizeOld) {
+		if v, ok := a.either(akReqSize, akReqSizeOld); ok {
+			e.RequestSize = v.size()
+		}
 	}
-	if v, ok := a.either(akRespSize, akRespSizeOld); ok {
-		e.ResponseSize = v.size()
+	if ks.has(akRespSize) || ks.has(akRespSizeOld) {
+		if v, ok := a.either(akRespSize, akRespSizeOld); ok {
+			e.ResponseSize = v.size()
+		}
 	}
 	if g := gatewayOf(kind); g != nil && g.MapRoot != nil {
 		g.MapRoot(e, a)
 	}
-	genAIOf(&e.GenAI, a)
+	if ks&genAIKeys != 0 {
+		genAIOf(&e.GenAI, a)
+	} else { // what genAIOf sets when none of its keys is there
+		e.GenAI.Provider, e.GenAI.RequestModel, e.GenAI.ResponseModel = "", "", ""
+	}
 }
+
+// genAIKeys are the keys genAIOf reads.
+const genAIKeys = keySet(1<<akGenAIProvider | 1<<akGenAISystem | 1<<akGenAIReqModel |
+	1<<akGenAIRespModel | 1<<akGenAIInput | 1<<akGenAIOutput)
 
 func genAIOf(g *GenAI, a attrs) {
 	g.Provider = a.str(akGenAIProvider)

@@ -47,7 +47,7 @@ func (c *SpanCounter) addPdataSpan(s ptrace.Span, scope Kind) {
 func appendKnown(dst attrs, m pcommon.Map) attrs {
 	for k, v := range m.All() {
 		if key := lookupAttrKey(k); key != akNone {
-			dst = append(dst, keyed{key: key, val: valueOf(v)})
+			dst = append(dst, keyedOf(key, valueOf(v)))
 		}
 	}
 	return dst

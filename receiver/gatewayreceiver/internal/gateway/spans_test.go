@@ -292,8 +292,8 @@ func TestReleaseDropsBorrowedStrings(t *testing.T) {
 		}
 	}
 	for i, a := range c.attrs[:cap(c.attrs)] {
-		if a.val.str != "" {
-			t.Fatalf("attribute %d still holds %q", i, a.val.str)
+		if a.str != "" {
+			t.Fatalf("attribute %d still holds %q", i, a.str)
 		}
 	}
 	for i, e := range c.events[:cap(c.events)] {
