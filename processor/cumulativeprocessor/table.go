@@ -134,7 +134,7 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 		start = ts
 	}
 	s.started, s.start, s.last = true, start, 0
-	s.i, s.f = 0, 0
+	s.total = 0
 	s.hist, s.exp = nil, nil
 	s.ex = nil // pending exemplars go with the old buckets
 }
