@@ -269,8 +269,24 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 	// metric has one overflow stream per collector label value
 	// (overflow_keep): almost always one.
 	var ovs []overflowOut[P]
+	// Each point's attribute hash is taken one point ahead, and the cache
+	// sets it probes are prefetched: the lookup of a point in a large
+	// cache misses on two random cache lines, which then load while the
+	// point before it is folded instead of stalling its own lookup.
+	// RemoveIf calls f for point i before it moves or removes any point
+	// after i, so At(i+1) is the next point.
+	n, next := dps.Len(), 0
+	var hNext uint64
+	if n > 0 {
+		hNext = p.hashAttrs(dps.At(0).Attributes())
+	}
 	dps.RemoveIf(func(dp P) bool {
-		s := p.lockStream(d, dp.Attributes(), now, c)
+		h := hNext
+		if next++; next < n {
+			hNext = p.hashAttrs(dps.At(next).Attributes())
+			p.cache.Prefetch(d.id, hNext)
+		}
+		s := p.lockStream(d, dp.Attributes(), h, now, c)
 		defer s.shard.mu.Unlock()
 		r := accepted
 		if s.overflow {

@@ -152,11 +152,10 @@ func (p *cumulativeProcessor) shardOf(metricID, h uint64) *shard {
 	return &p.shards[identity.Combine(metricID, h)>>(64-6)]
 }
 
-// lockStream returns the live stream of (d, attrs) with its shard locked.
-// The fast path is a cache hit on a live stream: one hash, one probe, one
-// lock, no allocation.
-func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now int64, c *counts) *stream {
-	h := p.hashAttrs(attrs)
+// lockStream returns the live stream of (d, attrs), whose hash is h
+// (p.hashAttrs), with its shard locked. The fast path is a cache hit on a
+// live stream: one probe, one lock, no allocation.
+func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uint64, now int64, c *counts) *stream {
 	s, ok := p.cache.Get(d.id, h, attrs)
 	if ok {
 		c.hits++
