@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/otelgateway/otelgateway/internal/prefetch"
 )
 
 // ways is the associativity of the cache: a key can live in one of the 4
@@ -294,8 +296,8 @@ func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
 // large cache, with that work. Only a hint: it changes nothing Get sees.
 func (c *Cache[V]) Prefetch(ns, h uint64) {
 	a, b := c.pair(ns, h)
-	prefetch(unsafe.Pointer(&c.sets[a]))
-	prefetch(unsafe.Pointer(&c.sets[b]))
+	prefetch.Line(uintptr(unsafe.Pointer(&c.sets[a])))
+	prefetch.Line(uintptr(unsafe.Pointer(&c.sets[b])))
 }
 
 // Add caches v for (ns, set) with hash h, where set is SetOf(attrs), and

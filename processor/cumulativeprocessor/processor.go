@@ -272,7 +272,10 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 	// Each point's attribute hash is taken one point ahead, and the cache
 	// sets it probes are prefetched: the lookup of a point in a large
 	// cache misses on two random cache lines, which then load while the
-	// point before it is folded instead of stalling its own lookup.
+	// point before it is folded instead of stalling its own lookup. While
+	// points miss the cache (new streams come in runs: a new source, a
+	// restart), the index slot the next one's creation probes is
+	// prefetched too; a run of hits never touches the index.
 	// RemoveIf calls f for point i before it moves or removes any point
 	// after i, so At(i+1) is the next point.
 	n, next := dps.Len(), 0
@@ -280,13 +283,19 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 	if n > 0 {
 		hNext = p.hashAttrs(dps.At(0).Attributes())
 	}
+	missed := false
 	dps.RemoveIf(func(dp P) bool {
 		h := hNext
 		if next++; next < n {
 			hNext = p.hashAttrs(dps.At(next).Attributes())
 			p.cache.Prefetch(d.id, hNext)
+			if missed {
+				p.shardOf(d.id, hNext).streams.prefetchSlot(d.id, hNext)
+			}
 		}
+		misses := c.misses
 		s := p.lockStream(d, dp.Attributes(), h, now, c)
+		missed = c.misses != misses
 		defer s.shard.mu.Unlock()
 		r := accepted
 		if s.overflow {

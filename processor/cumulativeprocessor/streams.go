@@ -115,7 +115,7 @@ type shard struct {
 	histSlab   slab[histState]
 	countsSlab slab[uint64]
 	// pad keeps two shards' locks off one cache line.
-	_ [192 - 8 - 32 - 24 - 3*24]byte
+	_ [192 - 8 - 48 - 24 - 3*24]byte
 }
 
 // find returns the stream of (metric, h, attrs), or nil, and where insert
@@ -184,13 +184,13 @@ func (sh *shard) removeIf(remove func(*stream) bool, removed []*stream) []*strea
 	if emptied > 0 {
 		old := x.slots
 		x.n -= emptied
-		x.slots = nil
+		x.setSlots(nil)
 		if x.n > 0 {
 			size := minIndexSlots
 			for x.n*2 > size { // half full at most: room to grow
 				size *= 2
 			}
-			x.slots = make([]indexSlot, size)
+			x.setSlots(make([]indexSlot, size))
 			x.place(old)
 		}
 	}
