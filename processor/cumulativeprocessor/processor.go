@@ -282,26 +282,35 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		// restart), the index slot the next one's creation probes is
 		// prefetched too; a run of hits never touches the index.
 		// RemoveIf calls f for point i before it moves or removes any
-		// point after i, so At(i+1) is the next point.
-		next   int
-		hNext  uint64
-		missed bool
+		// point after i, so At(i+1) is the next point; a point whose
+		// attributes are not the ones hashed ahead (nextAttrs: the same
+		// map, compared by reference) is hashed again, so that the hash
+		// always is its own whatever order RemoveIf visits in.
+		next      int
+		hNext     uint64
+		nextAttrs pcommon.Map
+		missed    bool
 	}
 	n := dps.Len()
 	if n > 0 {
-		st.hNext = p.hashAttrs(dps.At(0).Attributes())
+		st.nextAttrs = dps.At(0).Attributes()
+		st.hNext = p.hashAttrs(st.nextAttrs)
 	}
 	dps.RemoveIf(func(dp P) bool {
-		h := st.hNext
+		attrs, h := dp.Attributes(), st.hNext
+		if attrs != st.nextAttrs {
+			h = p.hashAttrs(attrs)
+		}
 		if st.next++; st.next < n {
-			st.hNext = p.hashAttrs(dps.At(st.next).Attributes())
+			st.nextAttrs = dps.At(st.next).Attributes()
+			st.hNext = p.hashAttrs(st.nextAttrs)
 			p.cache.Prefetch(d.id, st.hNext)
 			if st.missed {
 				p.shardOf(d.id, st.hNext).streams.prefetchSlot(d.id, st.hNext)
 			}
 		}
 		misses := c.misses
-		s := p.lockStream(d, dp.Attributes(), h, now, c)
+		s := p.lockStream(d, attrs, h, now, c)
 		st.missed = c.misses != misses
 		defer s.shard.mu.Unlock()
 		r := accepted
