@@ -99,28 +99,34 @@ func appendMap(dst []byte, m pcommon.Map, offs []int, ko *KeyOrder) (enc []byte,
 		k, v := keys[i], vals[i]
 		if offs != nil {
 			offs[i] = len(dst)
-			ordered = ordered && len(k) < 0x80 && orderable(v) && (j == 0 || k != keys[perm[j-1]])
+			ordered = ordered && len(k) < 0x80 && (j == 0 || k != keys[perm[j-1]])
 		}
 		dst = appendString(dst, k)
-		if isScalar(v.Type()) {
+		// One type switch per value (each Type or Str is one on the
+		// value's interface), which also decides orderable: what
+		// equalOrdered compares in place is a scalar other than bytes,
+		// a string shorter than 128 bytes.
+		switch t := v.Type(); t {
+		case pcommon.ValueTypeStr:
+			str := v.Str()
+			ordered = ordered && len(str) < 0x80
+			dst = appendString(append(dst, tagStr), str)
+		case pcommon.ValueTypeInt:
+			dst = binary.LittleEndian.AppendUint64(append(dst, tagInt), uint64(v.Int()))
+		case pcommon.ValueTypeDouble:
+			dst = binary.LittleEndian.AppendUint64(append(dst, tagDouble), math.Float64bits(v.Double()))
+		case pcommon.ValueTypeBool:
 			dst = appendScalar(dst, v)
-		} else {
-			dst = append(dst, appendNested(nil, v)...)
+		default:
+			ordered = false
+			if isScalar(t) {
+				dst = appendScalar(dst, v)
+			} else {
+				dst = append(dst, appendNested(nil, v)...)
+			}
 		}
 	}
 	return dst, ordered
-}
-
-// orderable reports whether equalOrdered can compare v in place.
-func orderable(v pcommon.Value) bool {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return len(v.Str()) < 0x80
-	case pcommon.ValueTypeInt, pcommon.ValueTypeDouble, pcommon.ValueTypeBool:
-		return true
-	default:
-		return false
-	}
 }
 
 // sortScratch is the stack space of a map's entries while they are sorted.

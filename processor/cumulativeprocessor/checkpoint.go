@@ -204,11 +204,7 @@ func (p *cumulativeProcessor) encodeCheckpoint() []byte {
 			streams.varint(s.seen)
 			switch s.desc.typ {
 			case pmetric.MetricTypeSum:
-				if s.isInt {
-					streams.u64(uint64(s.i))
-				} else {
-					streams.u64(math.Float64bits(s.f))
-				}
+				streams.u64(s.total) // the int64 or the float64 bits, as isInt (in flags) says
 				streams.u64(s.prev)
 			case pmetric.MetricTypeHistogram:
 				streams.hist(s, lastBounds)
@@ -438,12 +434,7 @@ func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 		s.seen = d.Varint()
 		switch cp.metrics[mi].Type() {
 		case pmetric.MetricTypeSum:
-			v := d.U64()
-			if s.isInt {
-				s.i = int64(v)
-			} else {
-				s.f = math.Float64frombits(v)
-			}
+			s.total = d.U64()
 			s.prev = d.U64()
 		case pmetric.MetricTypeHistogram:
 			s.hist = d.hist(s.fresh, mi, lastBounds)
@@ -622,7 +613,7 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		s := sh.newStream(d, h, ss.set)
 		s.overflow, s.started, s.isInt, s.fresh = ss.s.overflow, ss.s.started, ss.s.isInt, ss.s.fresh
 		s.start, s.last, s.winStart, s.seen = ss.s.start, ss.s.last, ss.s.winStart, ss.s.seen
-		s.i, s.f, s.prev, s.hist, s.exp = ss.s.i, ss.s.f, ss.s.prev, ss.s.hist, ss.s.exp
+		s.total, s.prev, s.hist, s.exp = ss.s.total, ss.s.prev, ss.s.hist, ss.s.exp
 		if s.hist != nil {
 			// Share the metric's bounds, as foldHist does.
 			if b := d.bounds.Load(); b != nil && slices.Equal(*b, s.hist.bounds) {

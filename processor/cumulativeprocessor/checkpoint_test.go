@@ -107,8 +107,8 @@ func states(p *cumulativeProcessor) map[string]string {
 			d := s.desc
 			key := fmt.Sprintf("%q %q %q %q %q %s %s %v %v %q", d.resource.String(), d.scopeName, d.scopeVersion, d.scopeAttrs.String(),
 				d.name, d.unit, d.description, d.typ, d.monotonic, s.attrs.String())
-			v := fmt.Sprintf("overflow=%v started=%v dirty=%v int=%v fresh=%v start=%d last=%d win=%d seen=%d i=%d f=%g prev=%d",
-				s.overflow, s.started, s.dirty, s.isInt, s.fresh, s.start, s.last, s.winStart, s.seen, s.i, s.f, s.prev)
+			v := fmt.Sprintf("overflow=%v started=%v dirty=%v int=%v fresh=%v start=%d last=%d win=%d seen=%d total=%#x prev=%d",
+				s.overflow, s.started, s.dirty, s.isInt, s.fresh, s.start, s.last, s.winStart, s.seen, s.total, s.prev)
 			if h := s.hist; h != nil {
 				v += fmt.Sprintf(" hist{%+v %d %+v %d %v %v %v}", h.moments, h.count, h.prev, h.prevCount, h.bounds, h.counts, h.prevCounts())
 			}

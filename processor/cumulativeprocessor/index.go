@@ -1,6 +1,12 @@
 package cumulativeprocessor
 
-import "github.com/otelgateway/otelgateway/internal/identity"
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/otelgateway/otelgateway/internal/identity"
+	"github.com/otelgateway/otelgateway/internal/prefetch"
+)
 
 // streamIndex is a shard's map from a stream's key (metric, attribute
 // hash: see stream) to the head of the key's chain of streams
@@ -21,6 +27,34 @@ import "github.com/otelgateway/otelgateway/internal/identity"
 type streamIndex struct {
 	slots []indexSlot // nil until the first stream
 	n     int         // occupied slots (keys, not streams)
+	// at is where slots lives and its mask (len-1), published for
+	// prefetchSlot, which reads them without the shard's lock: they are
+	// written with slots (under the lock) and may be stale or torn when
+	// read, which only makes a prefetch useless, never a lookup wrong.
+	at   atomic.Uintptr
+	mask atomic.Uint64
+}
+
+// setSlots replaces the array, and publishes where it lives for
+// prefetchSlot.
+func (x *streamIndex) setSlots(slots []indexSlot) {
+	x.slots = slots
+	if len(slots) == 0 {
+		x.at.Store(0)
+		return
+	}
+	x.mask.Store(uint64(len(slots) - 1))
+	x.at.Store(uintptr(unsafe.Pointer(unsafe.SliceData(slots))))
+}
+
+// prefetchSlot starts loading the slot where find(metric, h) begins its
+// probe, for a stream about to be created. Lock-free and a hint only: see
+// at.
+func (x *streamIndex) prefetchSlot(metric, h uint64) {
+	if at := x.at.Load(); at != 0 {
+		i := identity.Combine(metric, h) & x.mask.Load()
+		prefetch.Line(at + uintptr(i)*unsafe.Sizeof(indexSlot{}))
+	}
 }
 
 type indexSlot struct {
@@ -70,7 +104,7 @@ func (x *streamIndex) insert(s *stream, slot int) {
 // kept hashes.
 func (x *streamIndex) grow() {
 	old := x.slots
-	x.slots = make([]indexSlot, max(minIndexSlots, 2*len(old)))
+	x.setSlots(make([]indexSlot, max(minIndexSlots, 2*len(old))))
 	x.place(old)
 }
 

@@ -263,14 +263,55 @@ type kind[P dataPoint] struct {
 func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSlice[P], k kind[P], now int64, c *counts) bool {
 	sortByTimestamp(dps)
 	interval := p.cfg.Emit == EmitInterval
-	// Points of one batch that overflow collapse into one output point per
-	// overflow stream (the first one, rewritten at the end), so the batch
-	// never carries two points of one series with equal timestamps. A
-	// metric has one overflow stream per collector label value
-	// (overflow_keep): almost always one.
-	var ovs []overflowOut[P]
+	// The closure's state, in one struct: RemoveIf takes the closure through
+	// an interface, so it escapes, and each variable it writes would be a
+	// heap allocation of its own per metric per batch.
+	var st struct {
+		// Points of one batch that overflow collapse into one output
+		// point per overflow stream (the first one, rewritten at the
+		// end), so the batch never carries two points of one series with
+		// equal timestamps. A metric has one overflow stream per
+		// collector label value (overflow_keep): almost always one.
+		ovs []overflowOut[P]
+		// Each point's attribute hash is taken one point ahead (hNext,
+		// of point next), and the cache sets it probes are prefetched:
+		// the lookup of a point in a large cache misses on two random
+		// cache lines, which then load while the point before it is
+		// folded instead of stalling its own lookup. While points miss
+		// the cache (missed: new streams come in runs, a new source or a
+		// restart), the index slot the next one's creation probes is
+		// prefetched too; a run of hits never touches the index.
+		// RemoveIf calls f for point i before it moves or removes any
+		// point after i, so At(i+1) is the next point; a point whose
+		// attributes are not the ones hashed ahead (nextAttrs: the same
+		// map, compared by reference) is hashed again, so that the hash
+		// always is its own whatever order RemoveIf visits in.
+		next      int
+		hNext     uint64
+		nextAttrs pcommon.Map
+		missed    bool
+	}
+	n := dps.Len()
+	if n > 0 {
+		st.nextAttrs = dps.At(0).Attributes()
+		st.hNext = p.hashAttrs(st.nextAttrs)
+	}
 	dps.RemoveIf(func(dp P) bool {
-		s := p.lockStream(d, dp.Attributes(), now, c)
+		attrs, h := dp.Attributes(), st.hNext
+		if attrs != st.nextAttrs {
+			h = p.hashAttrs(attrs)
+		}
+		if st.next++; st.next < n {
+			st.nextAttrs = dps.At(st.next).Attributes()
+			st.hNext = p.hashAttrs(st.nextAttrs)
+			p.cache.Prefetch(d.id, st.hNext)
+			if st.missed {
+				p.shardOf(d.id, st.hNext).streams.prefetchSlot(d.id, st.hNext)
+			}
+		}
+		misses := c.misses
+		s := p.lockStream(d, attrs, h, now, c)
+		st.missed = c.misses != misses
 		defer s.shard.mu.Unlock()
 		r := accepted
 		if s.overflow {
@@ -326,19 +367,19 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 			return true
 		}
 		if s.overflow {
-			for _, o := range ovs {
+			for _, o := range st.ovs {
 				if o.s == s {
 					return true
 				}
 			}
-			ovs = append(ovs, overflowOut[P]{s, dp})
+			st.ovs = append(st.ovs, overflowOut[P]{s, dp})
 			return false
 		}
 		dp.SetStartTimestamp(s.start)
 		k.write(s, dp)
 		return false
 	})
-	for _, o := range ovs {
+	for _, o := range st.ovs {
 		ov, ovDP := o.s, o.dp
 		ov.shard.mu.Lock()
 		ovDP.Attributes().Clear()

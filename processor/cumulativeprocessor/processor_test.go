@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
 
+	"github.com/otelgateway/otelgateway/internal/identity"
 	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
@@ -319,4 +320,39 @@ func TestConcurrentBatchesAreExact(t *testing.T) {
 	if last["/shared"]+dropped != workers*rounds {
 		t.Errorf("/shared total %d + dropped %d = %d, want %d", last["/shared"], dropped, last["/shared"]+dropped, workers*rounds)
 	}
+}
+
+// reversedSums is a point slice whose RemoveIf visits the points last to
+// first: not what pdata does, but nothing in accumulate may depend on it.
+type reversedSums struct{ pmetric.NumberDataPointSlice }
+
+func (r reversedSums) RemoveIf(f func(pmetric.NumberDataPoint) bool) {
+	remove := make(map[int]bool)
+	for i := r.Len() - 1; i >= 0; i-- {
+		remove[i] = f(r.At(i))
+	}
+	i := 0
+	r.NumberDataPointSlice.RemoveIf(func(pmetric.NumberDataPoint) bool {
+		i++
+		return remove[i-1]
+	})
+}
+
+// TestHashAheadFollowsVisitOrder: accumulate hashes each point's attributes
+// one point ahead (for the prefetch); a RemoveIf that visits points in
+// another order than At's must still fold every point into its own stream,
+// the one a batch processed in pdata's order finds next.
+func TestHashAheadFollowsVisitOrder(t *testing.T) {
+	p, _ := newTestProcessor(t)
+	md := batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 10}, point{"kong", "/c", 10, 20, 100})
+	rm := md.ResourceMetrics().At(0)
+	si := newScopeIdentity(rm, identity.OfMap(rm.Resource().Attributes()), rm.ScopeMetrics().At(0))
+	m := rm.ScopeMetrics().At(0).Metrics().At(0)
+	m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	var c counts
+	accumulate(p, p.metrics.get(&si, m, 0), reversedSums{m.Sum().DataPoints()}, sumKind, 0, &c)
+	assertEmitted(t, emitted(t, md), "kong /a 10 20 1", "kong /b 10 20 10", "kong /c 10 20 100")
+
+	assertEmitted(t, process(t, p, batch(point{"kong", "/a", 20, 30, 1}, point{"kong", "/b", 20, 30, 10}, point{"kong", "/c", 20, 30, 100})),
+		"kong /a 10 30 2", "kong /b 10 30 20", "kong /c 10 30 200")
 }

@@ -31,7 +31,7 @@ func (s *slab[T]) take(n, chunk int) []T {
 
 // Chunk sizes, about 2–4 KiB each.
 const (
-	streamChunk = 16  // streams of ~170 bytes
+	streamChunk = 16  // streams of 128 bytes (TestStreamSize)
 	histChunk   = 32  // histStates of ~100 bytes
 	countsChunk = 512 // uint64s: a 13-bucket histogram takes 26 (counts and prevCounts)
 )

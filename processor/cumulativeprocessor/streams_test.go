@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -198,4 +199,13 @@ var heapObjectsSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
 func heapObjects() uint64 {
 	metrics.Read(heapObjectsSample)
 	return heapObjectsSample[0].Value.Uint64()
+}
+
+// TestStreamSize keeps a stream at 128 bytes: every new stream writes all
+// of them, so each field added beyond that costs creation a cache line
+// (and the slab's chunk its size class, 16 × 128 = 2 KiB).
+func TestStreamSize(t *testing.T) {
+	if n := unsafe.Sizeof(stream{}); n > 128 {
+		t.Errorf("a stream takes %d bytes, want at most 128", n)
+	}
 }

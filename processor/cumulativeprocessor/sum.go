@@ -26,36 +26,24 @@ func foldSum(_ *cumulativeProcessor, s *stream, dp pmetric.NumberDataPoint) reas
 		r = typeChanged
 	}
 	if isInt {
-		s.i += dp.IntValue()
+		s.total = uint64(int64(s.total) + dp.IntValue())
 	} else {
-		s.f += dp.DoubleValue()
+		s.total = math.Float64bits(math.Float64frombits(s.total) + dp.DoubleValue())
 	}
 	return r
 }
 
 func writeSum(s *stream, dp pmetric.NumberDataPoint) {
 	if s.isInt {
-		dp.SetIntValue(s.i)
+		dp.SetIntValue(int64(s.total))
 	} else {
-		dp.SetDoubleValue(s.f)
+		dp.SetDoubleValue(math.Float64frombits(s.total))
 	}
 }
 
 // saveSum keeps the total before a window in s.prev: one word per stream.
 // The value type cannot change within the window without a restart (which
-// makes the stream fresh), so restoreSum reads it back as the same type.
-func saveSum(s *stream) {
-	if s.isInt {
-		s.prev = uint64(s.i)
-	} else {
-		s.prev = math.Float64bits(s.f)
-	}
-}
+// makes the stream fresh), so restoreSum puts back a total of the same type.
+func saveSum(s *stream) { s.prev = s.total }
 
-func restoreSum(s *stream) {
-	if s.isInt {
-		s.i = int64(s.prev)
-	} else {
-		s.f = math.Float64frombits(s.prev)
-	}
-}
+func restoreSum(s *stream) { s.total = s.prev }

@@ -134,7 +134,7 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 		start = ts
 	}
 	s.started, s.start, s.last = true, start, 0
-	s.i, s.f = 0, 0
+	s.total = 0
 	s.hist, s.exp = nil, nil
 	s.ex = nil // pending exemplars go with the old buckets
 }
@@ -152,11 +152,10 @@ func (p *cumulativeProcessor) shardOf(metricID, h uint64) *shard {
 	return &p.shards[identity.Combine(metricID, h)>>(64-6)]
 }
 
-// lockStream returns the live stream of (d, attrs) with its shard locked.
-// The fast path is a cache hit on a live stream: one hash, one probe, one
-// lock, no allocation.
-func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, now int64, c *counts) *stream {
-	h := p.hashAttrs(attrs)
+// lockStream returns the live stream of (d, attrs), whose hash is h
+// (p.hashAttrs), with its shard locked. The fast path is a cache hit on a
+// live stream: one probe, one lock, no allocation.
+func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uint64, now int64, c *counts) *stream {
 	s, ok := p.cache.Get(d.id, h, attrs)
 	if ok {
 		c.hits++

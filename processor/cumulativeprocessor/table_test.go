@@ -173,8 +173,8 @@ func TestSweptStreamIsNotRevivedThroughTheCache(t *testing.T) {
 	p.cache.Add(dead.desc.id, identity.OfMap(attrs), attrs, identity.SetOf(attrs), dead)
 
 	assertEmitted(t, process(t, p, batch(point{"kong", "/a", 900, 910, 2})), "kong /a 900 910 2")
-	if dead.i != 3 {
-		t.Errorf("the swept stream was changed: total %d, want 3", dead.i)
+	if int64(dead.total) != 3 {
+		t.Errorf("the swept stream was changed: total %d, want 3", int64(dead.total))
 	}
 }
 
