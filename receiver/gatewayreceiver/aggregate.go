@@ -277,7 +277,7 @@ type aggregator struct {
 	// with the last window it was used in.
 	bundles  map[string]*bundle
 	nHeld    int
-	gateways map[string]int64
+	gateways map[string]heldGateway
 	window   int64
 	keyBuf   []byte
 	gwBuf    []byte
@@ -290,6 +290,14 @@ type aggregator struct {
 	snap                 []point
 	bucketBuf            []uint64
 	exBuf                []exemplar
+}
+
+// heldGateway is a gateway admitted under max_gateways: its key (the
+// string every bundle of the gateway shares, so a new tuple of a known
+// gateway needs no copy of it) and the last window it was used in.
+type heldGateway struct {
+	key    string
+	window int64
 }
 
 // point is one emitted point of the window.
@@ -324,7 +332,7 @@ type expoPoint struct {
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 	a := &aggregator{prof: prof, dims: dims, lim: lim, bundles: make(map[string]*bundle, bundlesHint(lim)),
-		gateways: make(map[string]int64)}
+		gateways: make(map[string]heldGateway)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range prof.families {
 		f := &prof.families[i]
@@ -409,15 +417,15 @@ func (a *aggregator) admitLocked(k *tupleKey) *bundle {
 	gw := ""
 	if k.namespace != "" || k.gateway != "" {
 		a.gwBuf = append(append(append(a.gwBuf[:0], k.namespace...), 0), k.gateway...)
-		if _, ok := a.gateways[string(a.gwBuf)]; ok {
-			gw = string(a.gwBuf)
+		if held, ok := a.gateways[string(a.gwBuf)]; ok {
+			gw = held.key // the map's own copy: a new tuple of a held gateway allocates no key
 		} else if a.lim.maxGateways > 0 && len(a.gateways) >= a.lim.maxGateways {
 			a.overflowed++
 			*k = gatewayOverflowKey
 			return a.overflowBundle(k, "")
 		} else {
 			gw = string(a.gwBuf)
-			a.gateways[gw] = a.window
+			a.gateways[gw] = heldGateway{key: gw, window: a.window}
 		}
 	}
 	if a.lim.maxSeries > 0 && a.nHeld >= a.lim.maxSeries {
@@ -633,7 +641,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 			b.seen = false
 			b.window = a.window
 			if b.gw != "" {
-				a.gateways[b.gw] = a.window
+				a.gateways[b.gw] = heldGateway{key: b.gw, window: a.window}
 			}
 		}
 	}
@@ -707,8 +715,8 @@ func (a *aggregator) expireHeldLocked() {
 			a.nHeld--
 		}
 	}
-	for k, w := range a.gateways {
-		if w <= cutoff {
+	for k, g := range a.gateways {
+		if g.window <= cutoff {
 			delete(a.gateways, k)
 		}
 	}
