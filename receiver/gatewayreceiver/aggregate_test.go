@@ -43,3 +43,39 @@ func TestEvictedSetReuse(t *testing.T) {
 		t.Fatalf("reused sets:\n%+v\n%v %v\nfresh:\n%+v\n%v %v", got, gotBuckets, gotEx, want, wantBuckets, wantEx)
 	}
 }
+
+// The bundles of an expired tuple and of an overflow tuple are reused for
+// the next new tuples: they must count as a fresh aggregator's do, held or
+// folded into overflow alike, with nothing left of the dropped tuples.
+func TestDroppedBundleReuse(t *testing.T) {
+	lim := limits{maxSeries: 1, maxGateways: 10, expiryWindows: 1}
+	window := func(a *aggregator, evs ...gateway.Event) map[string]int64 {
+		a.mu.Lock()
+		for i := range evs {
+			a.addLocked(&evs[i])
+		}
+		a.mu.Unlock()
+		points, _ := a.take()
+		return requestsByTuple(points)
+	}
+	a := newAggregator(&otelProfile, dimensions{}, lim)
+	window(a, otelEvent("kong", "/old"), otelEvent("kong", "/old-overflow"))
+	window(a) // /old expires; the idle overflow tuple is dropped
+	if n, free := a.heldTuples(), len(a.freeBundles); n != 0 || free != 2 {
+		t.Fatalf("after expiry: %d held, %d free bundles; want 0 and 2", n, free)
+	}
+	evs := []gateway.Event{otelEvent("kong", "/new"), otelEvent("kong", "/new-overflow"), otelEvent("kong", "/new")}
+	got := window(a, evs...)
+	if free := len(a.freeBundles); free != 0 {
+		t.Errorf("%d free bundles left, want both reused", free)
+	}
+	if want := map[string]int64{"kong /new": 2, "kong overflow": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("reused bundles counted %v, want %v", got, want)
+	}
+	if want := window(newAggregator(&otelProfile, dimensions{}, lim), evs...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("reused bundles counted %v, a fresh aggregator %v", got, want)
+	}
+	if a.heldTuples() != 1 {
+		t.Fatalf("held %d, want 1", a.heldTuples())
+	}
+}
