@@ -114,7 +114,11 @@ type group struct {
 	fams []int
 	// nBuckets is the explicit histogram buckets of one set, all families.
 	nBuckets int
-	sets     map[uint64]*seriesSet
+	// sets is made on the group's first set, sized as the bundles map (a
+	// tuple projects onto one set per group), so that new tuples do not
+	// grow it either; a group no event reaches (the LLM families of a
+	// gateway without GenAI traffic) costs no map.
+	sets map[uint64]*seriesSet
 	// free are evicted sets, emptied, reused before chunk; chunk, slots and
 	// buckets are what remains of the last chunk allocated.
 	free    []*seriesSet
@@ -353,7 +357,7 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 			gi++
 		}
 		if gi == len(a.groups) {
-			a.groups = append(a.groups, group{proj: f.project, sets: make(map[uint64]*seriesSet)})
+			a.groups = append(a.groups, group{proj: f.project})
 		}
 		g := &a.groups[gi]
 		a.fams[i].group, a.fams[i].slot = gi, len(g.fams)
@@ -545,6 +549,9 @@ func (a *aggregator) setAt(g *group, enc []byte, encStr string) *seriesSet {
 	}
 	set.enc = encStr
 	set.next = head
+	if g.sets == nil {
+		g.sets = make(map[uint64]*seriesSet, bundlesHint(a.lim))
+	}
 	g.sets[h] = set
 	return set
 }
