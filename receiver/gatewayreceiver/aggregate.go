@@ -85,10 +85,13 @@ type exemplar struct {
 // (decodeKey, substrings of enc). A string of some 30 bytes without pointers
 // in place of the 328-byte tupleKey per series the sets replace.
 type seriesSet struct {
-	enc   string
-	next  *seriesSet // the group's next set whose tuple has the same hash
-	seen  bool       // a bundle that holds it was used in this window (keep it)
-	slots []seriesSlot
+	enc  string
+	next *seriesSet // the group's next set whose tuple has the same hash
+	seen bool       // a bundle that holds it was used in this window (keep it)
+	// touched: one of its series was updated in this window (the set is in
+	// its group's touched list).
+	touched bool
+	slots   []seriesSlot
 }
 
 // seriesSlot is one family's series in a set, with its cold part.
@@ -125,6 +128,11 @@ type group struct {
 	chunk   []seriesSet
 	slots   []seriesSlot
 	buckets []uint64
+	// touched are the sets with a series updated in this window, in the
+	// order of their first update: take emits, per family, the updated
+	// series of each. One entry per set, not one per series: a new tuple
+	// appends once for the six request families of the otel profile.
+	touched []*seriesSet
 }
 
 // newSet returns an empty set of g, reusing an evicted one when it can.
@@ -165,7 +173,7 @@ func (g *group) newSet(fams []family) *seriesSet {
 // take clears every bundle's series when it evicts (and drops overflow
 // bundles), and the touched lists are empty.
 func (g *group) release(set *seriesSet) {
-	set.enc, set.next, set.seen = "", nil, false
+	set.enc, set.next, set.seen, set.touched = "", nil, false, false
 	for j := range set.slots {
 		s := &set.slots[j].series
 		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
@@ -249,11 +257,9 @@ type bundle struct {
 // costs a fraction of an allocation (and of the collector's work on it).
 const bundlesPerChunk = 48
 
-// familyState is one family's place among the groups, and its series
-// updated this window.
+// familyState is one family's place among the groups.
 type familyState struct {
 	group, slot int // a set of groups[group] holds its series in slots[slot]
-	touched     []*series
 }
 
 // aggregator turns events into per-window series under one profile.
@@ -418,10 +424,20 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		s.add(f, v, w, traced)
 		if !s.touched {
 			s.touched = true
-			a.fams[i].touched = append(a.fams[i].touched, s)
+			a.touchLocked(s, i)
 		}
 	}
 	return true
+}
+
+// touchLocked lists the set of s, family fam's series just updated for the
+// first time this window, among its group's touched sets, once per window.
+func (a *aggregator) touchLocked(s *series, fam int) {
+	if set := s.meta.set; !set.touched {
+		set.touched = true
+		g := &a.groups[a.fams[fam].group]
+		g.touched = append(g.touched, set)
+	}
 }
 
 // admitLocked finds the bundle of a tuple that has none (a.keyBuf holds its
@@ -650,7 +666,11 @@ func (a *aggregator) take() ([]point, []uint64) {
 	a.snap, a.bucketBuf, a.exBuf = a.snap[:0], a.bucketBuf[:0], a.exBuf[:0]
 	for i := range a.fams {
 		fs := &a.fams[i]
-		for _, s := range fs.touched {
+		for _, set := range a.groups[fs.group].touched {
+			s := &set.slots[fs.slot].series
+			if !s.touched {
+				continue // another family of the set was updated, not this one
+			}
 			p := point{fam: i, enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
 			for j := range s.meta.ex {
 				if x := &s.meta.ex[j]; x.set {
@@ -670,8 +690,14 @@ func (a *aggregator) take() ([]point, []uint64) {
 			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
 			clear(s.buckets)
 		}
-		clear(fs.touched)
-		fs.touched = fs.touched[:0]
+	}
+	for i := range a.groups {
+		g := &a.groups[i]
+		for _, set := range g.touched {
+			set.touched = false
+		}
+		clear(g.touched)
+		g.touched = g.touched[:0]
 	}
 	// A series stays while a bundle that holds it was used this window;
 	// the bundle's tuple and gateway stay held.
@@ -787,7 +813,7 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		}
 		if !s.touched {
 			s.touched = true
-			a.fams[p.fam].touched = append(a.fams[p.fam].touched, s)
+			a.touchLocked(s, p.fam)
 		}
 	}
 }
