@@ -112,6 +112,9 @@ const setsPerChunk = 32
 // a hash key needs no string allocated per set).
 type group struct {
 	proj *projection
+	// mask is proj as the fields it clears, when it only keeps or clears
+	// fields (every projection of the profiles does).
+	mask projMask
 	// fams are the families of the projection, in profile order: slot j of
 	// a set is family fams[j]'s series.
 	fams []int
@@ -363,7 +366,7 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 			gi++
 		}
 		if gi == len(a.groups) {
-			a.groups = append(a.groups, group{proj: f.project})
+			a.groups = append(a.groups, group{proj: f.project, mask: newProjMask(f.project)})
 		}
 		g := &a.groups[gi]
 		a.fams[i].group, a.fams[i].slot = gi, len(g.fams)
@@ -535,18 +538,78 @@ func (a *aggregator) dropBundle(key string, b *bundle) {
 func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 	g := &a.groups[a.fams[fam].group]
 	var set *seriesSet
-	if pk := g.proj.keep(*k); pk == *k {
+	if g.mask.ok && g.mask.whole(k) {
 		// The projection keeps the whole tuple (the otel request families
 		// of a request without GenAI fields): its encoding is the bundle's.
 		set = a.setAt(g, a.keyBuf, b.key)
-	} else {
+	} else if pk := g.proj.keep(*k); g.mask.ok || pk != *k {
 		a.famBuf = encodeKey(a.famBuf[:0], &pk)
 		set = a.setAt(g, a.famBuf, "")
+	} else {
+		set = a.setAt(g, a.keyBuf, b.key) // a projection that is not a mask kept the whole tuple
 	}
 	for j, fi := range g.fams {
 		b.series[fi] = &set.slots[j].series
 	}
 	return b.series[fam]
+}
+
+// projMask is a projection that only keeps or clears fields of the tuple,
+// as the fields it clears: it keeps the whole of a tuple whose cleared
+// fields are empty already (whole), told without building and comparing
+// the projected tuple. newProjMask finds the cleared fields by projecting
+// a tuple whose every field is set; TestProjMasks checks, for every
+// profile's projections, that whole agrees with keep.
+type projMask struct {
+	ok                                     bool  // keep only keeps or clears fields
+	strs                                   []int // the string fields cleared, as indexes of strings()
+	status, port, source, stream, overflow bool  // the other fields cleared
+}
+
+// newProjMask is p as a projMask; not ok when p's projection of a tuple
+// with every field set has a field that is neither kept nor cleared.
+func newProjMask(p *projection) projMask {
+	var probe tupleKey
+	for i, f := range probe.strings() {
+		*f = string(rune('a' + i)) // distinct: a field moved to another is not kept
+	}
+	probe.status, probe.targetPort, probe.source, probe.stream, probe.overflow = 1, 2, gateway.SourceGateway, true, true
+	pk := p.keep(probe)
+	var m projMask
+	for i, f := range pk.strings() {
+		switch *f {
+		case *probe.strings()[i]:
+		case "":
+			m.strs = append(m.strs, i)
+		default:
+			return projMask{}
+		}
+	}
+	// The other fields are kept (the probe's value) or cleared (zero).
+	if pk.status != 0 && pk.status != probe.status || pk.targetPort != 0 && pk.targetPort != probe.targetPort ||
+		pk.source != gateway.SourceUnknown && pk.source != probe.source {
+		return projMask{}
+	}
+	m.status, m.port, m.source = pk.status == 0, pk.targetPort == 0, pk.source == gateway.SourceUnknown
+	m.stream, m.overflow = !pk.stream, !pk.overflow
+	m.ok = true
+	return m
+}
+
+// whole reports whether m's projection of k is k itself: the fields it
+// clears are empty.
+func (m *projMask) whole(k *tupleKey) bool {
+	if m.status && k.status != 0 || m.port && k.targetPort != 0 || m.source && k.source != gateway.SourceUnknown ||
+		m.stream && k.stream || m.overflow && k.overflow {
+		return false
+	}
+	strs := k.strings()
+	for _, i := range m.strs {
+		if *strs[i] != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // setAt returns g's set of the projected tuple encoded as enc, creating it;

@@ -1,6 +1,7 @@
 package gatewayreceiver
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -77,5 +78,62 @@ func TestDroppedBundleReuse(t *testing.T) {
 	}
 	if a.heldTuples() != 1 {
 		t.Fatalf("held %d, want 1", a.heldTuples())
+	}
+}
+
+// Every projection of the profiles only keeps or clears fields, and its
+// mask tells whether it keeps a tuple whole as keep does, for tuples with
+// fields set or empty.
+func TestProjMasks(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 15))
+	values := []string{"", "a", "/api/v1/orders"}
+	tuples := []tupleKey{{}}
+	for i := range 1000 {
+		var k tupleKey
+		for _, f := range k.strings() {
+			if i%2 == 0 || rnd.IntN(8) == 0 { // half of the tuples mostly empty: projections that clear nothing set
+				*f = values[rnd.IntN(len(values))]
+			}
+		}
+		k.status = []int64{0, 200, 503, -1, 1 << 40}[rnd.IntN(5)]
+		k.targetPort = []int64{0, 8080}[rnd.IntN(2)]
+		k.source = gateway.Source(rnd.IntN(3))
+		k.stream, k.overflow = rnd.IntN(2) == 1, rnd.IntN(2) == 1
+		tuples = append(tuples, k)
+	}
+	check := func(name string, p *projection) {
+		t.Helper()
+		m := newProjMask(p)
+		if !m.ok {
+			t.Fatalf("%s: projection not found to keep or clear fields", name)
+		}
+		for _, k := range tuples {
+			if whole, want := m.whole(&k), p.keep(k) == k; whole != want {
+				t.Fatalf("%s, %+v: mask says whole %v, keep %v", name, k, whole, want)
+			}
+		}
+	}
+	for _, prof := range profiles {
+		for _, f := range prof.families {
+			check(prof.name+" "+f.name, f.project)
+		}
+	}
+	// Projections that clear each of the fields no profile clears yet.
+	check("no overflow", &projection{keep: func(k tupleKey) tupleKey { k.overflow = false; return k }})
+	check("no stream", &projection{keep: func(k tupleKey) tupleKey { k.stream = false; return k }})
+	check("no status, port, source", &projection{keep: func(k tupleKey) tupleKey {
+		k.status, k.targetPort, k.source = 0, 0, gateway.SourceUnknown
+		return k
+	}})
+	// A projection that moves or sets a field is not a mask: resolveLocked
+	// projects with keep.
+	for _, p := range []*projection{
+		{keep: func(k tupleKey) tupleKey { return tupleKey{service: k.route} }},
+		{keep: func(k tupleKey) tupleKey { k.status = 0; k.targetPort = 7; return k }},
+		{keep: func(k tupleKey) tupleKey { k.source = gateway.SourceUpstream; return k }},
+	} {
+		if newProjMask(p).ok {
+			t.Errorf("a projection that moves or sets a field taken for a mask")
+		}
 	}
 }
