@@ -104,7 +104,10 @@ func BenchmarkAggregate(b *testing.B) {
 // otel and kong run under bounds as the default config's, max_series
 // raised to hold every event's tuple (an overflowed event is a cached one):
 // the maps are sized from the bounds. The -unbounded runs have none
-// (max_series: 0), so new tuples also grow the maps.
+// (max_series: 0), so new tuples also grow the maps. The -reuse runs keep
+// one aggregator whose tuples all expire between rounds (tuple_expiry of
+// one window, two flushes outside the timer): new tuples in their place
+// reuse the bundles and sets of the expired ones, as under churn.
 func BenchmarkAggregateNew(b *testing.B) {
 	const events = 16_384
 	evs := make([]gateway.Event, events)
@@ -118,6 +121,7 @@ func BenchmarkAggregateNew(b *testing.B) {
 		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
 	}
 	bounded := limits{maxSeries: events, maxGateways: defaultMaxGateways}
+	expiring := limits{maxSeries: events, maxGateways: defaultMaxGateways, expiryWindows: 1}
 	for _, c := range []struct {
 		name string
 		prof *profile
@@ -125,6 +129,7 @@ func BenchmarkAggregateNew(b *testing.B) {
 	}{
 		{profileOTel, &otelProfile, bounded}, {profileKong, &kongProfile, bounded},
 		{profileOTel + "-unbounded", &otelProfile, limits{}}, {profileKong + "-unbounded", &kongProfile, limits{}},
+		{profileOTel + "-reuse", &otelProfile, expiring}, {profileKong + "-reuse", &kongProfile, expiring},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			a := newAggregator(c.prof, dimensions{}, c.lim)
@@ -135,7 +140,15 @@ func BenchmarkAggregateNew(b *testing.B) {
 				if i == len(evs) {
 					b.StopTimer()
 					a.mu.Unlock()
-					a = newAggregator(c.prof, dimensions{}, c.lim)
+					if c.lim.expiryWindows > 0 {
+						a.take() // the round's window
+						a.take() // a window without events: every tuple expires
+						if n := a.heldTuples(); n != 0 {
+							b.Fatalf("%d tuples held after expiry", n)
+						}
+					} else {
+						a = newAggregator(c.prof, dimensions{}, c.lim)
+					}
 					a.mu.Lock()
 					i = 0
 					b.StartTimer()
