@@ -542,7 +542,10 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 		// The projection keeps the whole tuple (the otel request families
 		// of a request without GenAI fields): its encoding is the bundle's.
 		set = a.setAt(g, a.keyBuf, b.key)
-	} else if pk := g.proj.keep(*k); g.mask.ok || pk != *k {
+	} else if g.mask.ok {
+		a.famBuf = g.mask.encode(a.famBuf[:0], k)
+		set = a.setAt(g, a.famBuf, "")
+	} else if pk := g.proj.keep(*k); pk != *k {
 		a.famBuf = encodeKey(a.famBuf[:0], &pk)
 		set = a.setAt(g, a.famBuf, "")
 	} else {
@@ -556,14 +559,20 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 
 // projMask is a projection that only keeps or clears fields of the tuple,
 // as the fields it clears: it keeps the whole of a tuple whose cleared
-// fields are empty already (whole), told without building and comparing
-// the projected tuple. newProjMask finds the cleared fields by projecting
-// a tuple whose every field is set; TestProjMasks checks, for every
-// profile's projections, that whole agrees with keep.
+// fields are empty already (whole), and the projection's encoding is the
+// tuple's with those fields empty (encode), both told without building,
+// comparing and encoding a 328-byte projected tuple. newProjMask finds the
+// cleared fields by projecting a tuple whose every field is set;
+// TestProjMasks checks, for every profile's projections, that whole and
+// encode agree with keep and encodeKey.
 type projMask struct {
-	ok                                     bool  // keep only keeps or clears fields
-	strs                                   []int // the string fields cleared, as indexes of strings()
-	status, port, source, stream, overflow bool  // the other fields cleared
+	ok bool // keep only keeps or clears fields
+	// strs are the string fields cleared, as indexes of strings(); cleared
+	// marks them.
+	strs    []int
+	cleared [tupleStrings]bool
+	// The other fields cleared.
+	status, port, source, stream, overflow bool
 }
 
 // newProjMask is p as a projMask; not ok when p's projection of a tuple
@@ -580,7 +589,7 @@ func newProjMask(p *projection) projMask {
 		switch *f {
 		case *probe.strings()[i]:
 		case "":
-			m.strs = append(m.strs, i)
+			m.strs, m.cleared[i] = append(m.strs, i), true
 		default:
 			return projMask{}
 		}
@@ -611,6 +620,42 @@ func (m *projMask) whole(k *tupleKey) bool {
 	}
 	return true
 }
+
+// encode appends encodeKey of m's projection of k, written from k: no
+// projected tuple built, and a cleared field is one zero byte.
+func (m *projMask) encode(dst []byte, k *tupleKey) []byte {
+	for i, f := range k.strings() {
+		if m.cleared[i] || *f == "" {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(*f)))
+		dst = append(dst, *f...)
+	}
+	var status, port int64
+	if !m.status {
+		status = k.status
+	}
+	if !m.port {
+		port = k.targetPort
+	}
+	dst = binary.AppendVarint(dst, status)
+	dst = binary.AppendVarint(dst, port)
+	var flags byte
+	if !m.source {
+		flags = byte(k.source) << 2
+	}
+	if k.overflow && !m.overflow {
+		flags |= 1
+	}
+	if k.stream && !m.stream {
+		flags |= 2
+	}
+	return append(dst, flags)
+}
+
+// tupleStrings is the number of string fields of a tuple (strings).
+const tupleStrings = 15 + gateway.MaxSpanDimensions
 
 // setAt returns g's set of the projected tuple encoded as enc, creating it;
 // a new set keeps encStr when it is enc as a string, else a copy of enc.

@@ -1,8 +1,10 @@
 package gatewayreceiver
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
@@ -82,11 +84,11 @@ func TestDroppedBundleReuse(t *testing.T) {
 }
 
 // Every projection of the profiles only keeps or clears fields, and its
-// mask tells whether it keeps a tuple whole as keep does, for tuples with
-// fields set or empty.
+// mask tells whether it keeps a tuple whole and encodes its projection as
+// keep and encodeKey do, for tuples with fields set or empty.
 func TestProjMasks(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 15))
-	values := []string{"", "a", "/api/v1/orders"}
+	values := []string{"", "a", "/api/v1/orders", strings.Repeat("x", 200)} // and a length of two bytes
 	tuples := []tupleKey{{}}
 	for i := range 1000 {
 		var k tupleKey
@@ -108,8 +110,12 @@ func TestProjMasks(t *testing.T) {
 			t.Fatalf("%s: projection not found to keep or clear fields", name)
 		}
 		for _, k := range tuples {
-			if whole, want := m.whole(&k), p.keep(k) == k; whole != want {
+			pk := p.keep(k)
+			if whole, want := m.whole(&k), pk == k; whole != want {
 				t.Fatalf("%s, %+v: mask says whole %v, keep %v", name, k, whole, want)
+			}
+			if got, want := m.encode(nil, &k), encodeKey(nil, &pk); !bytes.Equal(got, want) {
+				t.Fatalf("%s, %+v: mask encodes %q, keep %q", name, k, got, want)
 			}
 		}
 	}
