@@ -85,10 +85,13 @@ type exemplar struct {
 // (decodeKey, substrings of enc). A string of some 30 bytes without pointers
 // in place of the 328-byte tupleKey per series the sets replace.
 type seriesSet struct {
-	enc   string
-	next  *seriesSet // the group's next set whose tuple has the same hash
-	seen  bool       // a bundle that holds it was used in this window (keep it)
-	slots []seriesSlot
+	enc  string
+	next *seriesSet // the group's next set whose tuple has the same hash
+	seen bool       // a bundle that holds it was used in this window (keep it)
+	// touched: one of its series was updated in this window (the set is in
+	// its group's touched list).
+	touched bool
+	slots   []seriesSlot
 }
 
 // seriesSlot is one family's series in a set, with its cold part.
@@ -109,18 +112,30 @@ const setsPerChunk = 32
 // a hash key needs no string allocated per set).
 type group struct {
 	proj *projection
+	// mask is proj as the fields it clears, when it only keeps or clears
+	// fields (every projection of the profiles does).
+	mask projMask
 	// fams are the families of the projection, in profile order: slot j of
 	// a set is family fams[j]'s series.
 	fams []int
 	// nBuckets is the explicit histogram buckets of one set, all families.
 	nBuckets int
-	sets     map[uint64]*seriesSet
+	// sets is made on the group's first set, sized as the bundles map (a
+	// tuple projects onto one set per group), so that new tuples do not
+	// grow it either; a group no event reaches (the LLM families of a
+	// gateway without GenAI traffic) costs no map.
+	sets map[uint64]*seriesSet
 	// free are evicted sets, emptied, reused before chunk; chunk, slots and
 	// buckets are what remains of the last chunk allocated.
 	free    []*seriesSet
 	chunk   []seriesSet
 	slots   []seriesSlot
 	buckets []uint64
+	// touched are the sets with a series updated in this window, in the
+	// order of their first update: take emits, per family, the updated
+	// series of each. One entry per set, not one per series: a new tuple
+	// appends once for the six request families of the otel profile.
+	touched []*seriesSet
 }
 
 // newSet returns an empty set of g, reusing an evicted one when it can.
@@ -161,7 +176,7 @@ func (g *group) newSet(fams []family) *seriesSet {
 // take clears every bundle's series when it evicts (and drops overflow
 // bundles), and the touched lists are empty.
 func (g *group) release(set *seriesSet) {
-	set.enc, set.next, set.seen = "", nil, false
+	set.enc, set.next, set.seen, set.touched = "", nil, false, false
 	for j := range set.slots {
 		s := &set.slots[j].series
 		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
@@ -225,24 +240,29 @@ type bundle struct {
 	inline [maxInlineFamilies]*series
 	// key is the tuple's encoding, the bundle's key in aggregator.bundles.
 	key string
-	// seen: used in this window. Kept on the bundle, not on each of its
-	// series, so an event writes one line instead of one per family; take
-	// propagates it to the sets of its series.
-	seen bool
 	// gw is the held key of the bundle's gateway ("" for an overflow tuple
 	// or a profile without resources), refreshed with the bundle.
 	gw string
 	// window is the last window a held bundle was used in.
 	window int64
+	// seen: used in this window. Kept on the bundle, not on each of its
+	// series, so an event writes one line instead of one per family; take
+	// propagates it to the sets of its series.
+	seen bool
 	// held: the tuple counts against max_series (overflow tuples do not).
 	held bool
 }
 
-// familyState is one family's place among the groups, and its series
-// updated this window.
+// bundlesPerChunk is how many bundles the aggregator allocates at once:
+// 48 of 168 bytes fill an 8 KiB size class. As with sets, the bundles of
+// dropped tuples are reused before a new chunk is allocated, so the chunks
+// hold no more bundles than the peak the bounds allow, and a new tuple
+// costs a fraction of an allocation (and of the collector's work on it).
+const bundlesPerChunk = 48
+
+// familyState is one family's place among the groups.
 type familyState struct {
 	group, slot int // a set of groups[group] holds its series in slots[slot]
-	touched     []*series
 }
 
 // aggregator turns events into per-window series under one profile.
@@ -279,7 +299,7 @@ type aggregator struct {
 	// with the last window it was used in.
 	bundles  map[string]*bundle
 	nHeld    int
-	gateways map[string]int64
+	gateways map[string]heldGateway
 	window   int64
 	keyBuf   []byte
 	gwBuf    []byte
@@ -292,6 +312,19 @@ type aggregator struct {
 	snap                 []point
 	bucketBuf            []uint64
 	exBuf                []exemplar
+
+	// freeBundles are dropped bundles, emptied, reused before bundleChunk,
+	// what remains of the last chunk of bundles allocated.
+	freeBundles []*bundle
+	bundleChunk []bundle
+}
+
+// heldGateway is a gateway admitted under max_gateways: its key (the
+// string every bundle of the gateway shares, so a new tuple of a known
+// gateway needs no copy of it) and the last window it was used in.
+type heldGateway struct {
+	key    string
+	window int64
 }
 
 // point is one emitted point of the window.
@@ -326,7 +359,7 @@ type expoPoint struct {
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 	a := &aggregator{prof: prof, dims: dims, lim: lim, keepExemplars: true, bundles: make(map[string]*bundle, bundlesHint(lim)),
-		gateways: make(map[string]int64)}
+		gateways: make(map[string]heldGateway)}
 	a.fams = make([]familyState, len(prof.families))
 	for i := range prof.families {
 		f := &prof.families[i]
@@ -335,7 +368,7 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 			gi++
 		}
 		if gi == len(a.groups) {
-			a.groups = append(a.groups, group{proj: f.project, sets: make(map[uint64]*seriesSet)})
+			a.groups = append(a.groups, group{proj: f.project, mask: newProjMask(f.project)})
 		}
 		g := &a.groups[gi]
 		a.fams[i].group, a.fams[i].slot = gi, len(g.fams)
@@ -396,10 +429,20 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		s.add(f, v, w, traced)
 		if !s.touched {
 			s.touched = true
-			a.fams[i].touched = append(a.fams[i].touched, s)
+			a.touchLocked(s, i)
 		}
 	}
 	return true
+}
+
+// touchLocked lists the set of s, family fam's series just updated for the
+// first time this window, among its group's touched sets, once per window.
+func (a *aggregator) touchLocked(s *series, fam int) {
+	if set := s.meta.set; !set.touched {
+		set.touched = true
+		g := &a.groups[a.fams[fam].group]
+		g.touched = append(g.touched, set)
+	}
 }
 
 // admitLocked finds the bundle of a tuple that has none (a.keyBuf holds its
@@ -411,15 +454,15 @@ func (a *aggregator) admitLocked(k *tupleKey) *bundle {
 	gw := ""
 	if k.namespace != "" || k.gateway != "" {
 		a.gwBuf = append(append(append(a.gwBuf[:0], k.namespace...), 0), k.gateway...)
-		if _, ok := a.gateways[string(a.gwBuf)]; ok {
-			gw = string(a.gwBuf)
+		if held, ok := a.gateways[string(a.gwBuf)]; ok {
+			gw = held.key // the map's own copy: a new tuple of a held gateway allocates no key
 		} else if a.lim.maxGateways > 0 && len(a.gateways) >= a.lim.maxGateways {
 			a.overflowed++
 			*k = gatewayOverflowKey
 			return a.overflowBundle(k, "")
 		} else {
 			gw = string(a.gwBuf)
-			a.gateways[gw] = a.window
+			a.gateways[gw] = heldGateway{key: gw, window: a.window}
 		}
 	}
 	if a.lim.maxSeries > 0 && a.nHeld >= a.lim.maxSeries {
@@ -454,14 +497,39 @@ func (a *aggregator) heldTuples() int {
 // newBundle creates the bundle of the tuple encoded as encoded, its series
 // not found yet (resolveLocked does, per group, on first use).
 func (a *aggregator) newBundle(encoded string) *bundle {
-	b := &bundle{key: encoded}
-	if n := len(a.prof.families); n <= maxInlineFamilies {
-		b.series = b.inline[:n]
+	var b *bundle
+	if n := len(a.freeBundles); n > 0 {
+		b = a.freeBundles[n-1]
+		a.freeBundles[n-1] = nil
+		a.freeBundles = a.freeBundles[:n-1]
 	} else {
-		b.series = make([]*series, n)
+		if len(a.bundleChunk) == 0 {
+			a.bundleChunk = make([]bundle, bundlesPerChunk)
+		}
+		b = &a.bundleChunk[0]
+		a.bundleChunk = a.bundleChunk[1:]
+	}
+	b.key = encoded
+	if b.series == nil {
+		if n := len(a.prof.families); n <= maxInlineFamilies {
+			b.series = b.inline[:n]
+		} else {
+			b.series = make([]*series, n)
+		}
 	}
 	a.bundles[encoded] = b
 	return b
+}
+
+// dropBundle lets go of the bundle of key and keeps it, emptied, for
+// reuse. Nothing else refers to a bundle: addLocked holds one only while
+// it records an event.
+func (a *aggregator) dropBundle(key string, b *bundle) {
+	delete(a.bundles, key)
+	series := b.series // inline, or the profile's own slice: kept for reuse
+	clear(series)
+	*b = bundle{series: series}
+	a.freeBundles = append(a.freeBundles, b)
 }
 
 // resolveLocked points bundle b, of tuple k (a.keyBuf holds its encoding),
@@ -472,19 +540,124 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 	g := &a.groups[a.fams[fam].group]
 	var set *seriesSet
-	if pk := g.proj.keep(*k); pk == *k {
+	if g.mask.ok && g.mask.whole(k) {
 		// The projection keeps the whole tuple (the otel request families
 		// of a request without GenAI fields): its encoding is the bundle's.
 		set = a.setAt(g, a.keyBuf, b.key)
-	} else {
+	} else if g.mask.ok {
+		a.famBuf = g.mask.encode(a.famBuf[:0], k)
+		set = a.setAt(g, a.famBuf, "")
+	} else if pk := g.proj.keep(*k); pk != *k {
 		a.famBuf = encodeKey(a.famBuf[:0], &pk)
 		set = a.setAt(g, a.famBuf, "")
+	} else {
+		set = a.setAt(g, a.keyBuf, b.key) // a projection that is not a mask kept the whole tuple
 	}
 	for j, fi := range g.fams {
 		b.series[fi] = &set.slots[j].series
 	}
 	return b.series[fam]
 }
+
+// projMask is a projection that only keeps or clears fields of the tuple,
+// as the fields it clears: it keeps the whole of a tuple whose cleared
+// fields are empty already (whole), and the projection's encoding is the
+// tuple's with those fields empty (encode), both told without building,
+// comparing and encoding a 328-byte projected tuple. newProjMask finds the
+// cleared fields by projecting a tuple whose every field is set;
+// TestProjMasks checks, for every profile's projections, that whole and
+// encode agree with keep and encodeKey.
+type projMask struct {
+	ok bool // keep only keeps or clears fields
+	// strs are the string fields cleared, as indexes of strings(); cleared
+	// marks them.
+	strs    []int
+	cleared [tupleStrings]bool
+	// The other fields cleared.
+	status, port, source, stream, overflow bool
+}
+
+// newProjMask is p as a projMask; not ok when p's projection of a tuple
+// with every field set has a field that is neither kept nor cleared.
+func newProjMask(p *projection) projMask {
+	var probe tupleKey
+	for i, f := range probe.strings() {
+		*f = string(rune('a' + i)) // distinct: a field moved to another is not kept
+	}
+	probe.status, probe.targetPort, probe.source, probe.stream, probe.overflow = 1, 2, gateway.SourceGateway, true, true
+	pk := p.keep(probe)
+	var m projMask
+	for i, f := range pk.strings() {
+		switch *f {
+		case *probe.strings()[i]:
+		case "":
+			m.strs, m.cleared[i] = append(m.strs, i), true
+		default:
+			return projMask{}
+		}
+	}
+	// The other fields are kept (the probe's value) or cleared (zero).
+	if pk.status != 0 && pk.status != probe.status || pk.targetPort != 0 && pk.targetPort != probe.targetPort ||
+		pk.source != gateway.SourceUnknown && pk.source != probe.source {
+		return projMask{}
+	}
+	m.status, m.port, m.source = pk.status == 0, pk.targetPort == 0, pk.source == gateway.SourceUnknown
+	m.stream, m.overflow = !pk.stream, !pk.overflow
+	m.ok = true
+	return m
+}
+
+// whole reports whether m's projection of k is k itself: the fields it
+// clears are empty.
+func (m *projMask) whole(k *tupleKey) bool {
+	if m.status && k.status != 0 || m.port && k.targetPort != 0 || m.source && k.source != gateway.SourceUnknown ||
+		m.stream && k.stream || m.overflow && k.overflow {
+		return false
+	}
+	strs := k.strings()
+	for _, i := range m.strs {
+		if *strs[i] != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// encode appends encodeKey of m's projection of k, written from k: no
+// projected tuple built, and a cleared field is one zero byte.
+func (m *projMask) encode(dst []byte, k *tupleKey) []byte {
+	for i, f := range k.strings() {
+		if m.cleared[i] || *f == "" {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(*f)))
+		dst = append(dst, *f...)
+	}
+	var status, port int64
+	if !m.status {
+		status = k.status
+	}
+	if !m.port {
+		port = k.targetPort
+	}
+	dst = binary.AppendVarint(dst, status)
+	dst = binary.AppendVarint(dst, port)
+	var flags byte
+	if !m.source {
+		flags = byte(k.source) << 2
+	}
+	if k.overflow && !m.overflow {
+		flags |= 1
+	}
+	if k.stream && !m.stream {
+		flags |= 2
+	}
+	return append(dst, flags)
+}
+
+// tupleStrings is the number of string fields of a tuple (strings).
+const tupleStrings = 15 + gateway.MaxSpanDimensions
 
 // setAt returns g's set of the projected tuple encoded as enc, creating it;
 // a new set keeps encStr when it is enc as a string, else a copy of enc.
@@ -502,6 +675,9 @@ func (a *aggregator) setAt(g *group, enc []byte, encStr string) *seriesSet {
 	}
 	set.enc = encStr
 	set.next = head
+	if g.sets == nil {
+		g.sets = make(map[uint64]*seriesSet, bundlesHint(a.lim))
+	}
 	g.sets[h] = set
 	return set
 }
@@ -600,7 +776,11 @@ func (a *aggregator) take() ([]point, []uint64) {
 	a.snap, a.bucketBuf, a.exBuf = a.snap[:0], a.bucketBuf[:0], a.exBuf[:0]
 	for i := range a.fams {
 		fs := &a.fams[i]
-		for _, s := range fs.touched {
+		for _, set := range a.groups[fs.group].touched {
+			s := &set.slots[fs.slot].series
+			if !s.touched {
+				continue // another family of the set was updated, not this one
+			}
 			p := point{fam: i, enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
 			for j := range s.meta.ex {
 				if x := &s.meta.ex[j]; x.set {
@@ -620,8 +800,14 @@ func (a *aggregator) take() ([]point, []uint64) {
 			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
 			clear(s.buckets)
 		}
-		clear(fs.touched)
-		fs.touched = fs.touched[:0]
+	}
+	for i := range a.groups {
+		g := &a.groups[i]
+		for _, set := range g.touched {
+			set.touched = false
+		}
+		clear(g.touched)
+		g.touched = g.touched[:0]
 	}
 	// A series stays while a bundle that holds it was used this window;
 	// the bundle's tuple and gateway stay held.
@@ -635,7 +821,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 			b.seen = false
 			b.window = a.window
 			if b.gw != "" {
-				a.gateways[b.gw] = a.window
+				a.gateways[b.gw] = heldGateway{key: b.gw, window: a.window}
 			}
 		}
 	}
@@ -661,7 +847,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 			if b.held {
 				clear(b.series)
 			} else {
-				delete(a.bundles, key)
+				a.dropBundle(key, b)
 			}
 		}
 	}
@@ -705,12 +891,12 @@ func (a *aggregator) expireHeldLocked() {
 	cutoff := a.window - a.lim.expiryWindows // last used in cutoff or before: idle for expiryWindows windows
 	for k, b := range a.bundles {
 		if b.held && b.window <= cutoff {
-			delete(a.bundles, k)
+			a.dropBundle(k, b)
 			a.nHeld--
 		}
 	}
-	for k, w := range a.gateways {
-		if w <= cutoff {
+	for k, g := range a.gateways {
+		if g.window <= cutoff {
 			delete(a.gateways, k)
 		}
 	}
@@ -737,7 +923,7 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		}
 		if !s.touched {
 			s.touched = true
-			a.fams[p.fam].touched = append(a.fams[p.fam].touched, s)
+			a.touchLocked(s, p.fam)
 		}
 	}
 }

@@ -98,7 +98,16 @@ func BenchmarkAggregate(b *testing.B) {
 // the aggregator has not seen (one op per event, a fresh aggregator every
 // 16,384 events, outside the timer): the new-tuple path, against the
 // cached path of BenchmarkAggregate (issue 15: within 3×). It reports
-// allocs per new tuple as allocs/op.
+// allocs per new tuple as allocs/op. As in BenchmarkAggregate, the lock is
+// taken once for many events (addEvents takes it once per batch).
+//
+// otel and kong run under bounds as the default config's, max_series
+// raised to hold every event's tuple (an overflowed event is a cached one):
+// the maps are sized from the bounds. The -unbounded runs have none
+// (max_series: 0), so new tuples also grow the maps. The -reuse runs keep
+// one aggregator whose tuples all expire between rounds (tuple_expiry of
+// one window, two flushes outside the timer): new tuples in their place
+// reuse the bundles and sets of the expired ones, as under churn.
 func BenchmarkAggregateNew(b *testing.B) {
 	const events = 16_384
 	evs := make([]gateway.Event, events)
@@ -111,26 +120,46 @@ func BenchmarkAggregateNew(b *testing.B) {
 		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
 		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
 	}
+	bounded := limits{maxSeries: events, maxGateways: defaultMaxGateways}
+	expiring := limits{maxSeries: events, maxGateways: defaultMaxGateways, expiryWindows: 1}
 	for _, c := range []struct {
 		name string
 		prof *profile
-	}{{profileOTel, &otelProfile}, {profileKong, &kongProfile}} {
+		lim  limits
+	}{
+		{profileOTel, &otelProfile, bounded}, {profileKong, &kongProfile, bounded},
+		{profileOTel + "-unbounded", &otelProfile, limits{}}, {profileKong + "-unbounded", &kongProfile, limits{}},
+		{profileOTel + "-reuse", &otelProfile, expiring}, {profileKong + "-reuse", &kongProfile, expiring},
+	} {
 		b.Run(c.name, func(b *testing.B) {
-			a := newAggregator(c.prof, dimensions{}, limits{})
+			a := newAggregator(c.prof, dimensions{}, c.lim)
+			a.mu.Lock()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				if i == len(evs) {
 					b.StopTimer()
-					a = newAggregator(c.prof, dimensions{}, limits{})
+					a.mu.Unlock()
+					if c.lim.expiryWindows > 0 {
+						a.take() // the round's window
+						a.take() // a window without events: every tuple expires
+						if n := a.heldTuples(); n != 0 {
+							b.Fatalf("%d tuples held after expiry", n)
+						}
+					} else {
+						a = newAggregator(c.prof, dimensions{}, c.lim)
+					}
+					a.mu.Lock()
 					i = 0
 					b.StartTimer()
 				}
-				a.mu.Lock()
 				a.addLocked(&evs[i])
-				a.mu.Unlock()
 				i++
 			}
+			if a.overflowed != 0 {
+				b.Fatalf("%d events overflowed: not new tuples", a.overflowed)
+			}
+			a.mu.Unlock()
 		})
 	}
 }
