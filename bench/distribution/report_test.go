@@ -16,7 +16,7 @@ import (
 
 var (
 	stepFlag   = flag.Duration("step", 20*time.Second, "how long each rate is held")
-	ratesFlag  = flag.String("rates", "5000,10000,20000,40000,80000,160000,320000,640000", "spans/s, comma-separated; each contender climbs until a step is not sustained")
+	ratesFlag  = flag.String("rates", "5000,10000,20000,40000,80000,160000,320000,640000,1280000", "spans/s, comma-separated; each contender climbs until a step is not sustained")
 	scrapeFlag = flag.Duration("scrape-every", 15*time.Second, "scrape /metrics this often while a step runs")
 	settleFlag = flag.Duration("settle", 20*time.Second, "longest wait after a step for the served counts to equal the acknowledged ones (both flush every 5s)")
 	cpuFlag    = flag.String("cpu", "1", "taskset CPU list of each collector (GOMAXPROCS=1 always); empty: not pinned")
@@ -104,7 +104,7 @@ func TestReport(t *testing.T) {
 		sums[c.Key] = summarize(results[c.Key], rates)
 	}
 	common := commonRate(results, rates)
-	fmt.Fprintf(&b, "\nSummary: each contender at its highest sustained step (CPU; RSS max = VmHWM at the end of that step; scrape = the idle scrape that confirmed its counts), and at %[1]d spans/s, the highest rate both sustained (CPU; RSS = highest VmRSS sampled).\n\"one core at best CPU/span\" = 1e9 / the lowest CPU ns/span of any step: the rate a whole core would carry at that cost, an estimate less exposed to other jobs than the sustained rate (fixed costs included, so it rises with the rate tried).\n\n", common)
+	fmt.Fprintf(&b, "\nSummary: each contender at its highest sustained step (CPU; RSS max = VmHWM at the end of that step; scrape = the idle scrape that confirmed its counts), and at %[1]d spans/s, the highest ladder rate every contender held and sustained (CPU; RSS = highest VmRSS sampled).\n\"one core at best CPU/span\" = 1e9 / the lowest CPU ns/span of any step: the rate a whole core would carry at that cost, an estimate less exposed to other jobs than the sustained rate (fixed costs included, so it rises with the rate tried).\n\n", common)
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "contender\tsustained spans/s\tCPU ns/span\tone core at best CPU/span\tCPU ns/span at %d/s\tRSS max MiB\tRSS MiB at %d/s\tscrape ms (10k routes, idle)\tsamples\t/metrics KiB\trequest series\t\n", common, common)
 	for _, c := range Contenders {
@@ -183,16 +183,20 @@ func summarize(steps []Step, rates []int) summary {
 	return s
 }
 
-// commonRate is the highest rate every contender sustained.
+// commonRate is the highest rate every contender held and sustained (a
+// step between two ladder rates is held by one contender only).
 func commonRate(results map[string][]Step, rates []int) int {
-	common := -1
-	for _, steps := range results {
-		s := summarize(steps, rates)
-		if common < 0 || s.rate < common {
-			common = s.rate
+	common := 0
+	for _, r := range rates {
+		all := true
+		for _, steps := range results {
+			all = all && at(steps, r).Sustained
+		}
+		if all {
+			common = r
 		}
 	}
-	return max(common, 0)
+	return common
 }
 
 // at is the step held at rate (zero if none).
