@@ -129,7 +129,7 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 func (r *gatewayReceiver) admitStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	if r.admit.Full() {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		return ctx, status.Error(codes.Unavailable, admission.BusyError(r.admit).Error())
+		return ctx, status.Error(codes.Unavailable, admission.BusyError(r.admit, 0, 0).Error())
 	}
 	return ctx, nil
 }
@@ -142,7 +142,7 @@ func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportRes
 	}
 	if !s.charge.Add(int64(len(s.body)) * weight) {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		return nil, status.Error(codes.Unavailable, admission.BusyError(r.admit).Error())
+		return nil, status.Error(codes.Unavailable, admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+int64(len(s.body))*weight).Error())
 	}
 	if r.nextTraces == nil {
 		if err := r.countProto(ctx, s, s.body); err != nil {

@@ -205,14 +205,14 @@ const maxOTLPJSONDepth = 4*100 + 16
 func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, weight int64) (*exportScratch, bool) {
 	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
 		_ = req.Body.Close()
-		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit))
+		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit, 0, req.ContentLength*weight))
 		return nil, false
 	}
 	charge := r.admit.NewCharge()
 	body, err := readAll(r.getBody(), admission.NewBody(req.Body, &charge))
 	_ = req.Body.Close()
 	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
-		err = admission.BusyError(r.admit)
+		err = admission.BusyError(r.admit, charge.Bytes(), int64(len(body))*weight)
 	}
 	if err == nil {
 		s := r.getScratch()
@@ -367,7 +367,7 @@ func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 				Accepted   int    `json:"accepted"`
 				OutOfOrder int    `json:"out_of_order"`
 				Error      string `json:"error"`
-			}{Error: admission.BusyError(r.admit).Error()})
+			}{Error: admission.BusyError(r.admit, 0, req.ContentLength*weightLogJSON).Error()})
 			writeBody(w, jsonContentType, http.StatusTooManyRequests, b)
 			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushThrottled))
 			return

@@ -129,10 +129,16 @@ func (c *Charge) Release() {
 func (c *Charge) Bytes() int64 { return c.n }
 
 // BusyError is ErrBusy with the numbers, for an answer a client's operator
-// can act on.
-func BusyError(l *Limiter) error {
-	return &busyError{msg: ErrBusy.Error() + ": " + strconv.FormatInt(l.InFlight(), 10) + " of " +
-		strconv.FormatInt(l.Limit(), 10) + " bytes (max_request_bytes_in_flight) are held by other requests; retry later"}
+// can act on: what the other requests hold (l's bytes in flight less own,
+// what the refused request holds itself) and, when need > 0, the bytes the
+// request needed in all.
+func BusyError(l *Limiter, own, need int64) error {
+	msg := ErrBusy.Error() + ": other requests hold " + strconv.FormatInt(max(l.InFlight()-own, 0), 10) + " of " +
+		strconv.FormatInt(l.Limit(), 10) + " bytes (max_request_bytes_in_flight)"
+	if need > 0 {
+		msg += "; this request needs " + strconv.FormatInt(need, 10)
+	}
+	return &busyError{msg: msg + "; retry later"}
 }
 
 type busyError struct{ msg string }
@@ -153,7 +159,7 @@ func NewBody(rc io.ReadCloser, c *Charge) *Body { return &Body{rc: rc, charge: c
 func (b *Body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 && !b.charge.Add(int64(n)) {
-		return 0, BusyError(b.charge.l)
+		return 0, BusyError(b.charge.l, b.charge.n, b.charge.n+int64(n))
 	}
 	return n, err
 }

@@ -74,3 +74,25 @@ func TestChargeAloneGrowsPastTheBound(t *testing.T) {
 	}
 	other.Release()
 }
+
+// The refusal names what the other requests hold, not counting the refused
+// request's own bytes, and what it needed: "X of the bound are held by
+// others" with X its own bytes sent operators after the wrong culprit.
+func TestBusyErrorCountsOthersOnly(t *testing.T) {
+	l := New(100)
+	other := l.NewCharge()
+	if !other.Add(10) {
+		t.Fatal("first charge refused")
+	}
+	own := l.NewCharge()
+	if !own.Add(60) || own.Add(40) {
+		t.Fatal("want 60 accepted and 40 more refused (10 held by another)")
+	}
+	want := "too many request bytes in flight: other requests hold 10 of 100 bytes (max_request_bytes_in_flight); this request needs 100; retry later"
+	if got := BusyError(l, own.Bytes(), own.Bytes()+40).Error(); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if !errors.Is(BusyError(l, 0, 0), ErrBusy) {
+		t.Fatal("BusyError does not wrap ErrBusy")
+	}
+}
