@@ -155,11 +155,14 @@ type Dist struct {
 	ownOf *float64
 }
 
+// noBounds are the texts of no bounds. Never written.
+var noBounds boundTexts
+
 // ownTexts returns the texts of the Dist's own bounds, rendering them again
 // only when the bounds changed (identity of the slice).
 func (d *Dist) ownTexts() *boundTexts {
 	if len(d.Bounds) == 0 {
-		return &boundTexts{}
+		return &noBounds // a scrape must not allocate per series
 	}
 	if d.own == nil || d.ownOf != &d.Bounds[0] || len(d.own.bounds) != len(d.Bounds) {
 		d.own, d.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]

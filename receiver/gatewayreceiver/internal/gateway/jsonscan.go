@@ -172,20 +172,9 @@ func (d *scanner) object(path string) bool {
 // member advances to the next member of an object; first is the caller's
 // loop state. It leaves the key in key and pos at the value.
 func (d *scanner) member(first *bool, key *jsonString) bool {
-	d.ws()
-	c := d.peek()
-	switch {
-	case c == '}':
-		d.pos++
-		return false
-	case !*first && c == ',':
-		d.pos++
-		d.ws()
-	case !*first:
-		d.fail()
+	if !d.next(first, '}') {
 		return false
 	}
-	*first = false
 	if d.peek() != '"' {
 		d.fail()
 		return false
@@ -201,12 +190,13 @@ func (d *scanner) member(first *bool, key *jsonString) bool {
 	return !d.bad
 }
 
-// element advances to the next element of an array, as member does.
-func (d *scanner) element(first *bool) bool {
+// next consumes what comes before a container's next member or element:
+// nothing before the first, a comma before the others. false at the
+// container's end (consumed) or on a syntax error.
+func (d *scanner) next(first *bool, end byte) bool {
 	d.ws()
-	c := d.peek()
-	switch {
-	case c == ']':
+	switch c := d.peek(); {
+	case c == end:
 		d.pos++
 		return false
 	case !*first && c == ',':
@@ -217,6 +207,14 @@ func (d *scanner) element(first *bool) bool {
 		return false
 	}
 	*first = false
+	return true
+}
+
+// element advances to the next element of an array, as member does.
+func (d *scanner) element(first *bool) bool {
+	if !d.next(first, ']') {
+		return false
+	}
 	if d.pos >= len(d.b) {
 		d.fail()
 	}

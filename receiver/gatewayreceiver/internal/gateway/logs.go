@@ -82,13 +82,8 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 	var firstErr error
 	broken := 0
 	for len(trimmed) > 0 {
-		line := trimmed
-		if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
-			line, trimmed = trimmed[:i], trimmed[i+1:]
-		} else {
-			trimmed = nil
-		}
-		if line = bytes.TrimSpace(line); len(line) == 0 {
+		var line []byte
+		if line, trimmed = cutLine(trimmed); len(line) == 0 {
 			continue
 		}
 		if json.Valid(line) {
@@ -183,13 +178,8 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 	var firstErr error
 	broken := 0
 	for len(trimmed) > 0 {
-		line := trimmed
-		if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
-			line, trimmed = trimmed[:i], trimmed[i+1:]
-		} else {
-			trimmed = nil
-		}
-		if line = bytes.TrimSpace(line); len(line) == 0 {
+		var line []byte
+		if line, trimmed = cutLine(trimmed); len(line) == 0 {
 			continue
 		}
 		err, ok := scanOne(d, line, decode, emit, false)
@@ -280,6 +270,13 @@ func scanArray(d *scanner, b []byte, ndjson bool, decode func(), emit func() err
 
 // bodyError is encoding/json's reason to refuse a body the scanner found
 // not to be JSON.
+// cutLine splits an NDJSON body at its first newline: the line, trimmed
+// (empty for a blank one), and what follows it.
+func cutLine(b []byte) (line, rest []byte) {
+	line, rest, _ = bytes.Cut(b, []byte{'\n'})
+	return bytes.TrimSpace(line), rest
+}
+
 func bodyError(body []byte, ndjson bool) error {
 	_, _, err := forEachEntry(body, ndjson, func(int, json.RawMessage) error { return nil })
 	if err == nil {
