@@ -153,13 +153,11 @@ func (r *gatewayReceiver) restore(ctx context.Context) {
 	}
 	replayed := 0
 	for _, w := range cp.windows {
-		md := r.agg.toMetrics(w.points, w.buckets, w.start, w.end)
-		markReplay(md)
-		if err := r.next.ConsumeMetrics(ctx, md); err != nil {
-			r.settings.Logger.Warn("Replaying a checkpointed window failed", zap.Int("points", len(w.points)), zap.Error(err))
-			continue
+		sent, err := r.emit(ctx, w.points, w.buckets, w.start, w.end, true)
+		replayed += sent
+		if err != nil {
+			r.settings.Logger.Warn("Replaying a checkpointed window failed", zap.Int("points", len(w.points)-sent), zap.Error(err))
 		}
-		replayed += len(w.points)
 	}
 	if cp.openStart > 0 {
 		r.windowStart = cp.openStart

@@ -360,10 +360,14 @@ func (r *gatewayReceiver) flushLoop() {
 	}
 }
 
-// flush emits the window that just ended. On a retryable downstream error the
-// counts go back into the aggregator and the window keeps its start, so the
-// next flush reports them with a correct delta interval; a permanent error
-// drops them (counted in otelcol_receiver_gateway_flushed_points).
+// flush emits the window that just ended, in chunks (emitChunk). On a
+// retryable downstream error the whole window goes back into the aggregator
+// (the chunks already accepted too) and keeps its start, so the next flush
+// resends it, with the counts since, under the same start: the cumulative
+// processor takes a window resent with the same start as a replacement of
+// the one it accepted, so nothing is counted twice through it. A permanent
+// error drops the chunks not yet accepted (counted in
+// otelcol_receiver_gateway_flushed_points).
 func (r *gatewayReceiver) flush(ctx context.Context) {
 	if r.next == nil {
 		return
@@ -375,9 +379,8 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 		return
 	}
 	now := pcommon.NewTimestampFromTime(time.Now())
-	md := r.agg.toMetrics(items, buckets, r.windowStart, now)
+	sent, err := r.emit(ctx, items, buckets, r.windowStart, now, false)
 	n := int64(len(items))
-	err := r.next.ConsumeMetrics(ctx, md)
 	switch {
 	case err == nil:
 		start := r.windowStart
@@ -385,12 +388,43 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsSent))
 		r.saveCheckpoint(ctx, items, buckets, start, now)
 	case consumererror.IsPermanent(err):
+		start := r.windowStart
 		r.windowStart = now
-		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsDrop))
-		r.settings.Logger.Error("Dropping gateway metrics refused downstream", zap.Int64("points", n), zap.Error(err))
+		if sent > 0 {
+			r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, int64(sent), metric.WithAttributeSet(pointsSent))
+			r.saveCheckpoint(ctx, items[:sent], buckets, start, now)
+		}
+		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n-int64(sent), metric.WithAttributeSet(pointsDrop))
+		r.settings.Logger.Error("Dropping gateway metrics refused downstream", zap.Int64("points", n-int64(sent)), zap.Error(err))
 	default:
 		r.agg.merge(items, buckets)
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsRetry))
 		r.settings.Logger.Warn("Downstream refused gateway metrics; keeping them for the next flush", zap.Int64("points", n), zap.Error(err))
 	}
+}
+
+// emitChunk is the most points one ConsumeMetrics carries. A window of
+// 10k routes is tens of thousands of points: as one pdata.Metrics it is
+// ~14 MB built at once and alive until the pipeline returns, and a GC that
+// marks meanwhile sets the next heap goal twice that higher (the
+// collector's RSS follows the goal). In chunks of 2,048 (~1 MB of pdata)
+// the window's pdata never outweighs the series state.
+const emitChunk = 2048
+
+// emit hands points (one window, start to end) downstream in chunks of
+// emitChunk, marked as a replay when replay is set, and returns how many
+// were accepted before the first error.
+func (r *gatewayReceiver) emit(ctx context.Context, points []point, buckets []uint64, start, end pcommon.Timestamp, replay bool) (int, error) {
+	for sent := 0; sent < len(points); {
+		chunk := points[sent:min(sent+emitChunk, len(points))]
+		md := r.agg.toMetrics(chunk, buckets, start, end)
+		if replay {
+			markReplay(md)
+		}
+		if err := r.next.ConsumeMetrics(ctx, md); err != nil {
+			return sent, err
+		}
+		sent += len(chunk)
+	}
+	return len(points), nil
 }

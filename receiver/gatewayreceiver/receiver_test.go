@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -379,6 +380,91 @@ func TestPermanentFlushErrorDrops(t *testing.T) {
 	assertCounts(t, countsOf(t, next.AllMetrics()), map[string]int64{"kong GET /b 200": 1})
 	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "dropped")); n != 1 {
 		t.Errorf("dropped points = %d, want 1", n)
+	}
+}
+
+// failNth fails its nth call (1-based) with err, once, and passes every
+// other call on to next.
+type failNth struct {
+	next  consumer.Metrics
+	nth   int
+	err   error
+	calls int
+}
+
+func (f *failNth) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	f.calls++
+	if f.calls == f.nth {
+		return f.err
+	}
+	return f.next.ConsumeMetrics(ctx, md)
+}
+
+func (*failNth) Capabilities() consumer.Capabilities { return consumer.Capabilities{MutatesData: true} }
+
+// ingestRoutes ingests one Kong request for each of n routes.
+func ingestRoutes(t *testing.T, h *harness, n int) {
+	t.Helper()
+	for i := range n {
+		h.r.ingest(context.Background(), kongExport("GET", "/r/"+strconv.Itoa(i), 200))
+	}
+}
+
+// A window of more points than emitChunk goes downstream in chunks. When a
+// later chunk is refused (retryable), the whole window is kept, the chunks
+// already accepted too, and resent with the next window's counts under the
+// same start: through the cumulative processor every request is counted
+// exactly once. (Keeping only the refused chunks would send the accepted
+// series' next window under the old start with the new counts alone, which
+// the processor takes as a replacement of the window: counts lost.)
+func TestChunkRefusedMidWindowIsResentWhole(t *testing.T) {
+	const routes = 5000
+	sink := new(consumertest.MetricsSink)
+	proc := cumulative(t, testutil.NewMemClient(), sink)
+	t.Cleanup(func() { _ = proc.Shutdown(context.Background()) })
+	next := &failNth{next: proc, nth: 2, err: errors.New("downstream busy")}
+	h := start(t, next, nil)
+	ctx := context.Background()
+
+	ingestRoutes(t, h, routes)
+	h.r.flush(ctx)
+	retried := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "retried"))
+	if retried <= emitChunk || next.calls != 2 || len(sink.AllMetrics()) != 1 {
+		t.Fatalf("first flush: %d points retried, %d calls, %d chunks through; want > %d points, the second of 2+ chunks refused", retried, next.calls, len(sink.AllMetrics()), emitChunk)
+	}
+	ingestRoutes(t, h, routes)
+	h.r.flush(ctx)
+	ingestRoutes(t, h, routes)
+	h.r.flush(ctx)
+	for i := range routes {
+		route := "/r/" + strconv.Itoa(i)
+		if v, _ := lastRequests(t, sink, route); v != 3 {
+			t.Fatalf("route %s: cumulative requests %d, want 3", route, v)
+		}
+	}
+	if sent := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent")); sent != 2*retried {
+		t.Errorf("sent points = %d, want %d (two windows of %d)", sent, 2*retried, retried)
+	}
+}
+
+// A permanent refusal of a later chunk drops the chunks not yet accepted,
+// counted, and only them.
+func TestChunkPermanentlyRefusedDropsTheRest(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	next := &failNth{next: sink, nth: 2, err: consumererror.NewPermanent(errors.New("bad data"))}
+	h := start(t, next, nil)
+	ctx := context.Background()
+	ingestRoutes(t, h, 5000)
+	h.r.flush(ctx)
+	sent := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent"))
+	dropped := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "dropped"))
+	if sent != emitChunk || dropped <= 0 || int(sent) != sink.DataPointCount() {
+		t.Errorf("sent %d, dropped %d, %d points through; want the first chunk (%d) sent and through, the rest dropped", sent, dropped, sink.DataPointCount(), emitChunk)
+	}
+	h.r.ingest(ctx, kongExport("GET", "/after", 200))
+	h.r.flush(ctx)
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent")); n <= sent {
+		t.Errorf("the window after a dropped one was not sent (sent %d)", n)
 	}
 }
 
