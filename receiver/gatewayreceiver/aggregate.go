@@ -226,18 +226,15 @@ func (m *seriesMeta) exemplar(i, buckets int, e *gateway.Event, v float64) {
 	m.ex[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
 }
 
-// maxInlineFamilies is the most families a profile has (kong: 12).
-const maxInlineFamilies = 12
-
 // bundle is the handle of one tuple: the series of every family that an
 // event of that tuple updates, found with one map lookup.
 type bundle struct {
-	// series is aligned with profile.families, inline when it fits. A
+	// series is aligned with profile.families (carved from the chunk of
+	// its bundle: len(families) pointers, not the most any profile has). A
 	// family's series is found on the first event that has a value for it
 	// (with every series of its group): a request without GenAI fields
 	// never needs the LLM families' series.
 	series []*series
-	inline [maxInlineFamilies]*series
 	// key is the tuple's encoding, the bundle's key in aggregator.bundles.
 	key string
 	// gw is the held key of the bundle's gateway ("" for an overflow tuple
@@ -254,11 +251,12 @@ type bundle struct {
 }
 
 // bundlesPerChunk is how many bundles the aggregator allocates at once:
-// 48 of 168 bytes fill an 8 KiB size class. As with sets, the bundles of
+// 112 of 72 bytes fill an 8 KiB size class (their series pointers are a
+// second chunk, 8 bytes per family per bundle). As with sets, the bundles of
 // dropped tuples are reused before a new chunk is allocated, so the chunks
 // hold no more bundles than the peak the bounds allow, and a new tuple
 // costs a fraction of an allocation (and of the collector's work on it).
-const bundlesPerChunk = 48
+const bundlesPerChunk = 112
 
 // familyState is one family's place among the groups.
 type familyState struct {
@@ -317,6 +315,7 @@ type aggregator struct {
 	// what remains of the last chunk of bundles allocated.
 	freeBundles []*bundle
 	bundleChunk []bundle
+	seriesChunk []*series // the series pointers of bundleChunk's bundles
 }
 
 // heldGateway is a gateway admitted under max_gateways: its key (the
@@ -327,19 +326,21 @@ type heldGateway struct {
 	window int64
 }
 
-// point is one emitted point of the window.
+// point is one emitted point of the window: 56 bytes, as a window holds
+// one per active series (tens of thousands at 10k routes, kept between
+// flushes for reuse).
 type point struct {
-	fam int
 	// enc is the family's projection of the tuple as encodeKey writes it
 	// (the series set's; 16 bytes per point where a tupleKey takes 328: a
 	// window holds a point per active series): tuple decodes it.
-	enc            string
-	total, sum     float64
-	count          uint64
-	bucketsStart   int // into bucketBuf
-	exStart, exEnd int // into exBuf
-	// expo is the exponential histogram's layout (expoSize families).
-	expo expoPoint
+	enc        string
+	total, sum float64
+	count      uint64
+	fam        int32
+	// bucketsStart indexes bucketBuf: a histogram's counts start there; an
+	// exponential histogram's layout (expoHeader words) precedes its counts.
+	bucketsStart   int32
+	exStart, exEnd int32 // into exBuf
 }
 
 // tuple is the point's projected tuple; its strings are substrings of enc.
@@ -349,13 +350,33 @@ func (p *point) tuple() tupleKey {
 	return k
 }
 
-// expoPoint is the layout of an exponential histogram point: its buckets
-// are bucketBuf[bucketsStart:][:n], the first of index offset at scale.
+// expoPoint is the layout of an exponential histogram point: n buckets,
+// the first of index offset at scale.
 type expoPoint struct {
 	scale, offset int32
 	n             int
 	zero          uint64
 }
+
+// expoHeader is the number of bucketBuf words an exponential point's
+// layout takes ahead of its counts: scale and offset, n, zero.
+const expoHeader = 3
+
+// appendExpo appends an exponential point's layout and counts to buf.
+func appendExpo(buf []uint64, e expoPoint, counts []uint64) []uint64 {
+	buf = append(buf, uint64(uint32(e.scale))<<32|uint64(uint32(e.offset)), uint64(e.n), e.zero)
+	return append(buf, counts...)
+}
+
+// expo is exponential point p's layout and counts, as appendExpo wrote them.
+func (p *point) expo(buf []uint64) (expoPoint, []uint64) {
+	h := buf[p.bucketsStart:]
+	e := expoPoint{scale: int32(uint32(h[0] >> 32)), offset: int32(uint32(h[0])), n: int(h[1]), zero: h[2]}
+	return e, h[expoHeader:][:e.n]
+}
+
+// counts is explicit histogram point p's n bucket counts.
+func (p *point) counts(buf []uint64, n int) []uint64 { return buf[p.bucketsStart:][:n] }
 
 func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 	a := &aggregator{prof: prof, dims: dims, lim: lim, keepExemplars: true, bundles: make(map[string]*bundle, bundlesHint(lim)),
@@ -503,20 +524,16 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 		a.freeBundles[n-1] = nil
 		a.freeBundles = a.freeBundles[:n-1]
 	} else {
+		n := len(a.prof.families)
 		if len(a.bundleChunk) == 0 {
 			a.bundleChunk = make([]bundle, bundlesPerChunk)
+			a.seriesChunk = make([]*series, bundlesPerChunk*n)
 		}
 		b = &a.bundleChunk[0]
 		a.bundleChunk = a.bundleChunk[1:]
+		b.series, a.seriesChunk = a.seriesChunk[:n:n], a.seriesChunk[n:]
 	}
 	b.key = encoded
-	if b.series == nil {
-		if n := len(a.prof.families); n <= maxInlineFamilies {
-			b.series = b.inline[:n]
-		} else {
-			b.series = make([]*series, n)
-		}
-	}
 	a.bundles[encoded] = b
 	return b
 }
@@ -526,7 +543,7 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 // it records an event.
 func (a *aggregator) dropBundle(key string, b *bundle) {
 	delete(a.bundles, key)
-	series := b.series // inline, or the profile's own slice: kept for reuse
+	series := b.series // kept for reuse
 	clear(series)
 	*b = bundle{series: series}
 	a.freeBundles = append(a.freeBundles, b)
@@ -781,18 +798,18 @@ func (a *aggregator) take() ([]point, []uint64) {
 			if !s.touched {
 				continue // another family of the set was updated, not this one
 			}
-			p := point{fam: i, enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count, bucketsStart: len(a.bucketBuf), exStart: len(a.exBuf)}
+			p := point{fam: int32(i), enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count,
+				bucketsStart: int32(len(a.bucketBuf)), exStart: int32(len(a.exBuf))}
 			for j := range s.meta.ex {
 				if x := &s.meta.ex[j]; x.set {
 					a.exBuf = append(a.exBuf, *x)
 					x.set = false
 				}
 			}
-			p.exEnd = len(a.exBuf)
+			p.exEnd = int32(len(a.exBuf))
 			if h := s.meta.exp; h != nil {
 				off, counts := h.buckets()
-				p.expo = expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}
-				a.bucketBuf = append(a.bucketBuf, counts...)
+				a.bucketBuf = appendExpo(a.bucketBuf, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
 				h.reset()
 			}
 			a.bucketBuf = append(a.bucketBuf, s.buckets...)
@@ -915,15 +932,16 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		s.total += p.total
 		s.sum += p.sum
 		s.count += p.count
-		for i := range s.buckets {
-			s.buckets[i] += buckets[p.bucketsStart+i]
+		for i, c := range p.counts(buckets, len(s.buckets)) {
+			s.buckets[i] += c
 		}
 		if h := s.meta.exp; h != nil {
-			h.merge(p.expo.scale, p.expo.offset, buckets[p.bucketsStart:][:p.expo.n], p.expo.zero)
+			e, counts := p.expo(buckets)
+			h.merge(e.scale, e.offset, counts, e.zero)
 		}
 		if !s.touched {
 			s.touched = true
-			a.touchLocked(s, p.fam)
+			a.touchLocked(s, int(p.fam))
 		}
 	}
 }
@@ -994,10 +1012,11 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			dp.SetTimestamp(now)
 			dp.SetCount(p.count)
 			dp.SetSum(p.sum)
-			dp.SetScale(p.expo.scale)
-			dp.SetZeroCount(p.expo.zero)
-			dp.Positive().SetOffset(p.expo.offset)
-			dp.Positive().BucketCounts().FromRaw(buckets[p.bucketsStart:][:p.expo.n])
+			e, counts := p.expo(buckets)
+			dp.SetScale(e.scale)
+			dp.SetZeroCount(e.zero)
+			dp.Positive().SetOffset(e.offset)
+			dp.Positive().BucketCounts().FromRaw(counts)
 			a.exemplars(dp.Exemplars(), p, now)
 			attrs = dp.Attributes()
 		case f.hist:
@@ -1007,7 +1026,7 @@ func (a *aggregator) toMetrics(points []point, buckets []uint64, start, now pcom
 			dp.SetCount(p.count)
 			dp.SetSum(p.sum)
 			dp.ExplicitBounds().FromRaw(f.bounds)
-			dp.BucketCounts().FromRaw(buckets[p.bucketsStart : p.bucketsStart+len(f.bounds)+1])
+			dp.BucketCounts().FromRaw(p.counts(buckets, len(f.bounds)+1))
 			a.exemplars(dp.Exemplars(), p, now)
 			attrs = dp.Attributes()
 		default:

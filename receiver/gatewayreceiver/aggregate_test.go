@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
@@ -141,5 +142,30 @@ func TestProjMasks(t *testing.T) {
 		if newProjMask(p).ok {
 			t.Errorf("a projection that moves or sets a field taken for a mask")
 		}
+	}
+}
+
+// What the aggregator holds per tuple and per emitted point is sized on
+// purpose (a window of 10k routes holds tens of thousands of each): a
+// bundle carries no inline room for the most families any profile has,
+// and a point no exponential layout (it rides in bucketBuf).
+func TestHeldStructSizes(t *testing.T) {
+	if got := unsafe.Sizeof(bundle{}); got != 72 {
+		t.Errorf("bundle is %d bytes, want 72", got)
+	}
+	if got := unsafe.Sizeof(point{}); got != 56 {
+		t.Errorf("point is %d bytes, want 56", got)
+	}
+}
+
+// An exponential point's layout round-trips through bucketBuf, negative
+// scale and offset included.
+func TestExpoLayoutInBuckets(t *testing.T) {
+	want := expoPoint{scale: -3, offset: -70000, n: 2, zero: 9}
+	buf := appendExpo([]uint64{42}, want, []uint64{5, 6})
+	p := point{bucketsStart: 1}
+	got, counts := p.expo(buf)
+	if got != want || len(counts) != 2 || counts[0] != 5 || counts[1] != 6 {
+		t.Errorf("layout %+v counts %v, want %+v [5 6]", got, counts, want)
 	}
 }

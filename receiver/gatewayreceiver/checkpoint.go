@@ -240,29 +240,25 @@ func encodePoints(dst []byte, items []point, buckets []uint64, agg *aggregator) 
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.total))
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.sum))
 		dst = binary.AppendUvarint(dst, p.count)
-		n := bucketsOf(f, p)
-		dst = binary.AppendUvarint(dst, uint64(n))
-		for _, b := range buckets[p.bucketsStart:][:n] {
+		var counts []uint64
+		var e expoPoint
+		switch {
+		case f.expoSize > 0:
+			e, counts = p.expo(buckets)
+		case f.hist:
+			counts = p.counts(buckets, len(f.bounds)+1)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(counts)))
+		for _, b := range counts {
 			dst = binary.AppendUvarint(dst, b)
 		}
 		if f.expoSize > 0 {
-			dst = binary.AppendVarint(dst, int64(p.expo.scale))
-			dst = binary.AppendVarint(dst, int64(p.expo.offset))
-			dst = binary.AppendUvarint(dst, p.expo.zero)
+			dst = binary.AppendVarint(dst, int64(e.scale))
+			dst = binary.AppendVarint(dst, int64(e.offset))
+			dst = binary.AppendUvarint(dst, e.zero)
 		}
 	}
 	return dst
-}
-
-// bucketsOf is the number of bucket counts a point of f holds in bucketBuf.
-func bucketsOf(f *family, p *point) int {
-	switch {
-	case f.expoSize > 0:
-		return p.expo.n
-	case f.hist:
-		return len(f.bounds) + 1
-	}
-	return 0
 }
 
 // restoredWindow is one decoded window, ready for toMetrics.
@@ -316,7 +312,7 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 		return point{}
 	}
 	f := &agg.prof.families[fam]
-	p := point{fam: int(fam), enc: string(d.Bytes())}
+	p := point{fam: int32(fam), enc: string(d.Bytes())}
 	var k tupleKey
 	if !decodeKey(p.enc, &k) {
 		d.Fail("bad tuple")
@@ -325,16 +321,21 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 	p.sum = math.Float64frombits(d.U64())
 	p.count = d.Uvarint()
 	n := d.Count(1)
-	p.bucketsStart = len(*buckets)
+	p.bucketsStart = int32(len(*buckets))
+	if f.expoSize > 0 {
+		*buckets = append(*buckets, make([]uint64, expoHeader)...) // the layout, once read below the counts
+	}
 	for range n {
 		*buckets = append(*buckets, d.Uvarint())
 	}
 	switch {
 	case f.expoSize > 0:
-		p.expo = expoPoint{scale: int32(d.Varint()), offset: int32(d.Varint()), n: n, zero: d.Uvarint()}
-		if n > f.expoSize || p.expo.scale > expoMaxScale {
-			d.Fail("exponential point of %d buckets at scale %d", n, p.expo.scale)
+		e := expoPoint{scale: int32(d.Varint()), offset: int32(d.Varint()), n: n, zero: d.Uvarint()}
+		if n > f.expoSize || e.scale > expoMaxScale {
+			d.Fail("exponential point of %d buckets at scale %d", n, e.scale)
 		}
+		counts := (*buckets)[p.bucketsStart+expoHeader:]
+		*buckets = appendExpo((*buckets)[:p.bucketsStart], e, counts) // in place: the header precedes the counts
 	case f.hist && n != len(f.bounds)+1, !f.hist && n != 0:
 		d.Fail("%d buckets for %s", n, f.name)
 	}
