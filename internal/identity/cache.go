@@ -32,10 +32,11 @@ const ways = 4
 //
 // Growth: the table starts with initialSets sets (or fewer, for a smaller
 // capacity) and is replaced by one twice its size when half its slots are
-// taken (growLoad), until it reaches the capacity asked for, so the memory
-// follows the keys held rather than the bound. The writer after the insert
-// that reached half grows the table, before it takes its own locks
-// (lockKey); it moves the entry pointers (not the entries) by the k kept
+// taken (growLoad), or when an insert would evict (crowded), until it
+// reaches the capacity asked for, so the memory follows the keys held
+// rather than the bound. The writer after the insert that reached half,
+// or the inserting writer before it creates, grows the table before it
+// holds locks of its own (lockKey); it moves the entry pointers (not the entries) by the k kept
 // in each slot, without reading the entries, with all the old table's
 // writer locks held.
 //
@@ -46,9 +47,10 @@ const ways = 4
 // keeps the authoritative state, so an evicted key costs the next caller a
 // slow path (canonicalise, look up the owner) and nothing else: never a
 // value, a start time or whether a series exists. Below the bound an
-// insert evicts only if both its sets are full at under half load, which
-// is rare (growLoad); a growth itself drops an entry only if both its sets
-// in the new table, a quarter full, are full, and does not report it.
+// insert that finds both its sets full grows the table instead, if it is
+// at least a quarter full (crowded; random keys do not conflict below
+// that); a growth itself drops an entry only if both its sets in the new
+// table, a quarter full, are full, and does not report it.
 //
 // Allocation: a miss carves its entry and its Set's encoding (with the
 // order table) from slabs (carve), so it allocates only a fraction of a
@@ -125,10 +127,13 @@ const initialSets = 256
 // half. Two-choice 4-way sets that insert into the emptier set stay
 // conflict-free to about that load, and not much beyond (measured with
 // random keys, 1k to 256k slots: an insert found both sets full in
-// ~0.001% of inserts up to half load, 0.03% at 60%, 0.6% at 75%), and a
-// conflict below the bound is an eviction that need not have happened.
-// A table then holds between a quarter and half of its slots: 32 to 64
-// bytes of slots per key.
+// ~0.001% of inserts up to half load, 0.03% at 60%, 0.6% at 75%; the first
+// conflict came at 42% to 67%). A conflict below the bound grows the table
+// rather than evict (crowded), so a higher load factor would save little
+// memory: most tables would grow at their first conflict, near half, at
+// the cost of a miss path that finds the sets fuller. A table holds
+// between a quarter and half of its slots: 32 to 64 bytes of slots per
+// key.
 const growLoad = 2 // slots / growLoad
 
 // slabStripes, slabChunk and bytesChunk shape the slabs new keys are carved
@@ -499,30 +504,65 @@ func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
 	order := set.orderOf(attrs)
 	k := Combine(ns, h)
 	e := c.newEntry(k, ns, h, set, order, v)
-	t, a, b := c.lockKey(k)
-	defer t.unlock(a, b)
-	return t.addLocked(a, b, k, e)
+	for {
+		t, a, b := c.lockKey(k)
+		if t.replace(a, b, k, e) {
+			t.unlock(a, b)
+			return false
+		}
+		if !t.crowded(a, b) {
+			evicted := t.insert(a, b, k, e)
+			t.unlock(a, b)
+			return evicted
+		}
+		t.unlock(a, b)
+		c.grow(t)
+	}
 }
 
-// addLocked stores e, whose key is k; the caller holds the locks of sets
-// a and b (lockKey).
-func (t *table[V]) addLocked(a, b, k uint64, e *entry[V]) bool {
-	sa, sb := &t.sets[a], &t.sets[b]
-	// One entry per key: replace it wherever it is. The keys first:
-	// under the locks a full slot's key is its entry's, and dereferencing
-	// the other keys' entries (cold: 2 per set at half load) was most of
-	// the cost of adding to a large cache.
-	for _, s := range [2]*cacheSet[V]{sa, sb} {
+// replace stores e, whose key is k, in place of the entry of the same key
+// in sets a or b, if there is one (there is never more than one), and
+// reports whether it did. The caller holds the sets' locks (lockKey).
+func (t *table[V]) replace(a, b, k uint64, e *entry[V]) bool {
+	// The keys first: under the locks a full slot's key is its entry's,
+	// and dereferencing the other keys' entries (cold: 2 per set at half
+	// load) was most of the cost of adding to a large cache.
+	for _, s := range [2]*cacheSet[V]{&t.sets[a], &t.sets[b]} {
 		for i := range s.slots {
 			if s.keys[i].Load() != k {
 				continue
 			}
 			if old := s.slots[i].Load(); old != nil && old.h == e.h && old.ns == e.ns && old.set == e.set {
 				s.slots[i].Store(e)
-				return false
+				return true
 			}
 		}
 	}
+	return false
+}
+
+// crowded reports that sets a and b are both full in a table that should
+// grow rather than evict: one below the final size and at least a quarter
+// full. (Below a quarter a conflict is too unlikely for random keys to be
+// anything but keys built to collide, which growing would not part: their
+// k, not just its low bits, is the same.) The caller holds the sets' locks.
+func (t *table[V]) crowded(a, b uint64) bool {
+	if t.growAt == 0 {
+		return false
+	}
+	if n, _ := t.sets[a].free(); n > 0 {
+		return false
+	}
+	if n, _ := t.sets[b].free(); n > 0 {
+		return false
+	}
+	return t.n.Load() >= t.growAt/2
+}
+
+// insert stores e, whose key k is in neither set a nor b, in a free slot
+// of either, or else in place of the round-robin victim of set a; it
+// reports whether it evicted. The caller holds the sets' locks.
+func (t *table[V]) insert(a, b, k uint64, e *entry[V]) bool {
 	if t.place(a, b, k, e) {
 		if t.growAt != 0 {
 			t.n.Add(1)
@@ -532,7 +572,7 @@ func (t *table[V]) addLocked(a, b, k uint64, e *entry[V]) bool {
 	l := &t.locks[a&t.lockMask]
 	victim := int(l.next % ways)
 	l.next++
-	sa.store(victim, k, e)
+	t.sets[a].store(victim, k, e)
 	return true
 }
 
@@ -585,21 +625,33 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create func(Set) V) (v V, hit, evicted bool) {
 	k := Combine(ns, h)
 	t, a, b := c.lockKey(k)
+	for {
+		// Re-probe under the locks: another miss for the same key may
+		// have added it between our Get and the Lock.
+		if e := t.sets[a].find(k, ns, h, attrs); e != nil {
+			t.unlock(a, b)
+			return e.v, true, false
+		}
+		if e := t.sets[b].find(k, ns, h, attrs); e != nil {
+			t.unlock(a, b)
+			return e.v, true, false
+		}
+		if !t.crowded(a, b) {
+			break
+		}
+		// Grow now, before create: not after it (lockKey).
+		t.unlock(a, b)
+		c.grow(t)
+		t, a, b = c.lockKey(k)
+	}
 	defer t.unlock(a, b)
-	// Re-probe under the locks: another miss for the same key may have
-	// added it between our Get and the Lock.
-	if e := t.sets[a].find(k, ns, h, attrs); e != nil {
-		return e.v, true, false
-	}
-	if e := t.sets[b].find(k, ns, h, attrs); e != nil {
-		return e.v, true, false
-	}
 	var buf [encScratch]byte
 	enc, size := appendSetAndOrder(buf[:0], attrs, ko)
 	e, set, order := c.carve(k, enc, size)
 	v = create(set)
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
-	return v, false, t.addLocked(a, b, k, e)
+	// The key is in neither set (re-probed under the locks held since).
+	return v, false, t.insert(a, b, k, e)
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports
@@ -614,7 +666,7 @@ func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
 	for _, s := range [2]*cacheSet[V]{&t.sets[a], &t.sets[b]} {
 		for i := range s.slots {
 			if s.keys[i].Load() != k {
-				continue // as in addLocked: no cold entry for another key
+				continue // as in replace: no cold entry for another key
 			}
 			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {
 				s.slots[i].Store(nil)

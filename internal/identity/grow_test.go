@@ -65,8 +65,8 @@ func TestCacheStartsSmallAndGrowsKeepingEntries(t *testing.T) {
 	if d := int(c.dropped.Load()); lost != evicted+d {
 		t.Errorf("%d keys lost, %d evicted and %d dropped by growths", lost, evicted, d)
 	}
-	if lost > n/1000 {
-		t.Errorf("%d of %d keys lost below half load", lost, n)
+	if evicted != 0 || lost > n/1000 {
+		t.Errorf("below the capacity: %d evicted, %d of %d keys lost", evicted, lost, n)
 	}
 	if v, ok := c.Get(2, 42, a); !ok || v != -1 {
 		t.Errorf("colliding key a: Get = %d, %v", v, ok)
@@ -148,6 +148,59 @@ func TestCacheGrowthStopsAtCapacity(t *testing.T) {
 	// The newest key is never the victim of its own insert.
 	if _, ok := c.Get(1, hashes[n-1], maps[n-1]); !ok {
 		t.Error("the last key added is not cached")
+	}
+}
+
+// keysInSets returns n hashes whose keys, in namespace 1, all live in sets
+// 0 and 1 of a table of initialSets sets, and differ beyond.
+func keysInSets(n int) []uint64 {
+	r := rand.New(rand.NewPCG(6, 1))
+	var hs []uint64
+	for len(hs) < n {
+		h := r.Uint64()
+		if k := Combine(1, h); k%initialSets == 0 && (k>>32)%initialSets == 1 {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// TestCacheGrowsRatherThanEvicts: a quarter full, a table whose two sets
+// of a new key are full grows instead of evicting; below a quarter (keys
+// whose hashes fully collide, which no growth parts) it evicts.
+func TestCacheGrowsRatherThanEvicts(t *testing.T) {
+	c := NewCache[int](1 << 20)
+	quarter := initialSets * ways / 4
+	maps, hashes := fixedKeys(quarter+2*ways+1, 7)
+	for i := range quarter {
+		c.Add(2, hashes[i], maps[i], SetOf(maps[i]), i)
+	}
+	crafted := keysInSets(2*ways + 1)
+	for j, h := range crafted {
+		m := maps[quarter+j]
+		if c.Add(1, h, m, SetOf(m), j) {
+			t.Fatalf("crafted key %d evicted at %d slots", j, c.Slots())
+		}
+	}
+	if c.Slots() != 2*initialSets*ways {
+		t.Fatalf("%d slots after the conflict, want %d", c.Slots(), 2*initialSets*ways)
+	}
+	for j, h := range crafted {
+		if v, ok := c.Get(1, h, maps[quarter+j]); !ok || v != j {
+			t.Errorf("crafted key %d: Get = %d, %v", j, v, ok)
+		}
+	}
+
+	// Nine label sets with one hash: the same two sets in every table.
+	c = NewCache[int](1 << 20)
+	evicted := 0
+	for i := range 2*ways + 1 {
+		if c.Add(1, 42, maps[i], SetOf(maps[i]), i) {
+			evicted++
+		}
+	}
+	if evicted == 0 || c.Slots() != initialSets*ways {
+		t.Errorf("colliding keys: %d evicted, %d slots; want an eviction, %d slots", evicted, c.Slots(), initialSets*ways)
 	}
 }
 
