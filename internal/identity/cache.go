@@ -36,9 +36,9 @@ const ways = 4
 // reaches the capacity asked for, so the memory follows the keys held
 // rather than the bound. The writer after the insert that reached half,
 // or the inserting writer before it creates, grows the table before it
-// holds locks of its own (lockKey); it moves the entry pointers (not the entries) by the k kept
-// in each slot, without reading the entries, with all the old table's
-// writer locks held.
+// holds locks of its own (lockKey); with all the old table's writer locks
+// held, it moves the entry pointers (not the entries) by the k kept in
+// each slot, in order, without reading the entries (copyFrom).
 //
 // Bound: at most Capacity entries, the requested capacity rounded up to 4
 // × a power of two. When both candidate sets are full, the first evicts
@@ -49,8 +49,7 @@ const ways = 4
 // value, a start time or whether a series exists. Below the bound an
 // insert that finds both its sets full grows the table instead, if it is
 // at least a quarter full (crowded; random keys do not conflict below
-// that); a growth itself drops an entry only if both its sets in the new
-// table, a quarter full, are full, and does not report it.
+// that); a growth keeps every entry (copyFrom).
 //
 // Allocation: a miss carves its entry and its Set's encoding (with the
 // order table) from slabs (carve), so it allocates only a fraction of a
@@ -88,9 +87,6 @@ type Cache[V comparable] struct {
 	t atomic.Pointer[table[V]]
 	// maxSets is the size of the largest table, Capacity()/ways.
 	maxSets int
-	// dropped counts the entries growths could not place (copyFrom), for
-	// the tests: no return value reports them.
-	dropped atomic.Int64
 	slabs   [slabStripes]entrySlab[V]
 }
 
@@ -371,9 +367,7 @@ func (c *Cache[V]) grow(t *table[V]) bool {
 	// for the copy.
 	nt := newTable[V](2*len(t.sets), c.maxSets)
 	t.lockAll()
-	if d := nt.copyFrom(t); d > 0 {
-		c.dropped.Add(d)
-	}
+	nt.copyFrom(t)
 	c.t.Store(nt)
 	t.unlockAll()
 	return true
@@ -395,30 +389,35 @@ func (t *table[V]) unlockAll() {
 }
 
 // copyFrom places the entries of old, whose writers are locked out, into
-// t, not yet published: the same entry pointers, by their keys, each into
-// the emptier of its two sets. t has twice old's sets, so it is at most a
-// quarter full; an entry that finds both its sets full anyway is dropped,
-// as an eviction would; it returns how many were.
-func (t *table[V]) copyFrom(old *table[V]) (dropped int64) {
-	var n int64
+// t, not yet published, which has twice old's sets: the same entry
+// pointers, by their keys. An entry lives in old's set i as its first
+// choice (k&old.mask == i) or its second ((k>>32)&old.mask == i); that
+// choice is set i or i+len(old.sets) in t, by one more bit of k, so each
+// set of t receives entries of one set of old only: the copy never drops
+// one (at most 4 per set), and it reads old and writes t in order.
+func (t *table[V]) copyFrom(old *table[V]) {
+	n := uint64(len(old.sets))
+	var held int64
 	for i := range old.sets {
 		s := &old.sets[i]
+		var used [2]int // slots taken in t.sets[i] and t.sets[i+n]
 		for w := range s.slots {
 			e := s.slots[w].Load()
 			if e == nil {
 				continue
 			}
 			k := s.keys[w].Load()
-			a, b := t.pair(k)
-			if t.place(a, b, k, e) {
-				n++
-			} else {
-				dropped++
+			j := k & t.mask
+			if k&old.mask != uint64(i) {
+				j = (k >> 32) & t.mask
 			}
+			half := j / n
+			t.sets[j].store(used[half], k, e)
+			used[half]++
+			held++
 		}
 	}
-	t.n.Store(n)
-	return dropped
+	t.n.Store(held)
 }
 
 func (s *cacheSet[V]) find(k, ns, h uint64, attrs pcommon.Map) *entry[V] {
