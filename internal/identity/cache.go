@@ -32,8 +32,8 @@ const ways = 4
 //
 // Growth: the table starts with initialSets sets (or fewer, for a smaller
 // capacity) and is replaced by one twice its size when half its slots are
-// taken (growLoad), or when an insert would evict (crowded), until it
-// reaches the capacity asked for, so the memory follows the keys held
+// taken (growLoad), or when an insert would evict from it while it is at
+// least a quarter full (crowded), until it reaches the capacity asked for, so the memory follows the keys held
 // rather than the bound. The writer after the insert that reached half,
 // or the inserting writer before it creates, grows the table before it
 // holds locks of its own (lockKey); with all the old table's writer locks
@@ -114,9 +114,10 @@ type table[V comparable] struct {
 
 // initialSets is the size of a new cache's first table: 256 sets, 1,024
 // entries, 16 KiB (4 pages) plus 3 KiB of locks. A cache of a few hundred
-// keys stays there; each doubling up to 4,096 entries costs a copy of at
-// most 512 pointers (microseconds), so a larger start would only buy a
-// few microseconds once, against 48 KiB kept by every small cache.
+// keys stays there; the two doublings to 4,096 entries copy at most 1,536
+// pointers (microseconds), so starting there would save a few
+// microseconds once, against 57 KiB more kept by every small cache (64
+// KiB of sets and 12 KiB of locks instead of 16 and 3).
 const initialSets = 256
 
 // growLoad is the fraction of a table's slots taken at which it grows:
@@ -126,10 +127,10 @@ const initialSets = 256
 // ~0.001% of inserts up to half load, 0.03% at 60%, 0.6% at 75%; the first
 // conflict came at 42% to 67%). A conflict below the bound grows the table
 // rather than evict (crowded), so a higher load factor would save little
-// memory: most tables would grow at their first conflict, near half, at
-// the cost of a miss path that finds the sets fuller. A table holds
-// between a quarter and half of its slots: 32 to 64 bytes of slots per
-// key.
+// memory: most tables would grow at their first conflict anyway, near
+// half. A table grown at half load holds between a quarter and half of
+// its slots, 32 to 64 bytes of slots per key (less after a crowded
+// growth, from a quarter; tables never shrink).
 const growLoad = 2 // slots / growLoad
 
 // slabStripes, slabChunk and bytesChunk shape the slabs new keys are carved
@@ -289,10 +290,9 @@ func (t *table[V]) prefault() {
 func (c *Cache[V]) Capacity() int { return c.maxSets * ways }
 
 // Slots returns the number of entries the current table has room for (16
-// bytes each), at most Capacity. A table is replaced by one twice its size
-// when half full and never shrinks, so once it has grown it is two to four
-// times the most entries the cache has held at once (if still below
-// Capacity).
+// bytes each), at most Capacity. It follows the most entries the cache
+// has held at once (Growth, in Cache: two to four times as many, after a
+// growth at half load), and never shrinks.
 func (c *Cache[V]) Slots() int { return len(c.t.Load().sets) * ways }
 
 // pair returns the two sets a key k = Combine(ns, h) may live in
