@@ -103,3 +103,27 @@ func filledCache(n int) (*Cache[int], []pcommon.Map) {
 	}
 	return c, maps
 }
+
+// BenchmarkCacheFill creates n keys in a new cache of the cumulative
+// processor's default bound (200k): what a collector's first minutes cost
+// the cache, the table's allocation (and any growth) included. Per key.
+func BenchmarkCacheFill(b *testing.B) {
+	for _, n := range []int{20_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			maps := attrMaps(n)
+			hashes := make([]uint64, n)
+			for i, m := range maps {
+				hashes[i] = OfMap(m)
+			}
+			var ko KeyOrder
+			b.ReportAllocs()
+			for b.Loop() {
+				c := NewCache[int](200_000)
+				for i, m := range maps {
+					c.Create(1, hashes[i], m, &ko, func(Set) int { return i })
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}

@@ -21,43 +21,120 @@ const ways = 4
 // Key: a namespace ns chosen by the caller (an exact id such as a registered
 // metric, so equal attributes of two metrics are two keys) plus an attribute
 // set. The caller supplies h = OfMap(attrs) (or a hash of its own, which is
-// how tests force collisions); the cache mixes ns into it to pick a set.
+// how tests force collisions); the cache mixes ns into it, k = Combine(ns, h),
+// to pick a set.
 //
-// Layout: a power-of-two number of 4-way sets; a key may live in either of
-// two sets chosen by its hash (two-choice hashing); each slot is an atomic pointer
-// to an immutable entry {ns, h, Set, V}. A hit is confirmed by comparing ns
-// and the real attributes (Set.Equal), never by the hash alone, so two label
-// sets whose 64-bit hashes collide stay two entries.
+// Layout: a table of a power-of-two number of 4-way sets; a key may live in
+// either of two sets chosen by k (two-choice hashing); each slot is an atomic
+// pointer to an immutable entry {ns, h, Set, V}, beside k. A hit is confirmed
+// by comparing ns and the real attributes (Set.Equal), never by the hash
+// alone, so two label sets whose 64-bit hashes collide stay two entries.
 //
-// Bound: at most 4 × (number of sets) entries, the requested capacity rounded
-// up. When both candidate sets are full, the first evicts round-robin: no recency is written on a hit, so hits
-// never contend on a cache line. Eviction only drops the cache's copy of the
-// handle; the owner keeps the authoritative state, so an evicted key costs the
-// next caller a slow path (canonicalise, look up the owner) and nothing else:
-// never a value, a start time or whether a series exists.
+// Growth: the table starts with initialSets sets (or fewer, for a smaller
+// capacity) and is replaced by one twice its size when half its slots are
+// taken (growLoad), or when an insert would evict from it while it is at
+// least a quarter full (crowded), until it reaches the capacity asked for, so the memory follows the keys held
+// rather than the bound. The writer after the insert that reached half,
+// or the inserting writer before it creates, grows the table before it
+// holds locks of its own (lockKey); with all the old table's writer locks
+// held, it moves the entry pointers (not the entries) by the k kept in
+// each slot, in order, without reading the entries (copyFrom).
+//
+// Bound: at most Capacity entries, the requested capacity rounded up to 4
+// × a power of two. When both candidate sets are full, the first evicts
+// round-robin: no recency is written on a hit, so hits never contend on a
+// cache line. Eviction only drops the cache's copy of the handle; the owner
+// keeps the authoritative state, so an evicted key costs the next caller a
+// slow path (canonicalise, look up the owner) and nothing else: never a
+// value, a start time or whether a series exists. Below the bound an
+// insert that finds both its sets full grows the table instead, if it is
+// at least a quarter full (crowded; random keys do not conflict below
+// that); a growth keeps every entry (copyFrom).
 //
 // Allocation: a miss carves its entry and its Set's encoding (with the
 // order table) from slabs (carve), so it allocates only a fraction of a
-// chunk.
+// chunk; a growth allocates the new table (and its locks) and nothing per
+// entry.
 //
-// Concurrency: all methods are safe for concurrent use. Get takes no lock and
-// does not allocate. Add, Delete and the miss path of GetOrCreate (Create)
-// take the locks of the key's two sets only (a lock guards every 1,024th
-// set), in lock index order; Add and Create also one of 64 slab locks,
-// briefly, to carve the entry.
+// Concurrency: all methods are safe for concurrent use. Get and Prefetch
+// take no lock and do not allocate; they read the table current when they
+// start, old or new, and never wait for a growth. Add, Delete and the miss
+// path of GetOrCreate (Create) take the locks of the key's two sets in the
+// current table only (a lock guards every 1,024th set), in lock index
+// order, and retry in the new table if the one they locked was replaced
+// meanwhile; Add and Create also take one of 64 slab locks, briefly, to
+// carve the entry. A grower takes all the old table's locks, in order, so
+// it waits for the writers inside it, and no writer changes the old table
+// from then on: the new table starts from exactly what the old one held,
+// and a write (a Create's entry, a Delete) is never lost across a growth.
+// Writers wait for the growth (one copy of at most half a table of
+// pointers); readers do not. So a caller must not call Add, Create or
+// Delete while it holds a lock that its create functions take: the call
+// may wait for every writer, one of which may be waiting in create for
+// that lock. (create may return holding such a lock, to be released by
+// its caller after Create returns: Create never grows after create.)
+//
+// What a Get sees: what the cache held for the key at some moment during
+// the call (a replaced table, frozen from the moment its grower holds its
+// locks, holds what the cache held until the new one was stored). So after
+// Delete returns true, a Get that starts later does not return that handle
+// unless it was added again; a Get running meanwhile may, as it may without
+// growth. A caller that deletes a handle still reachable by a concurrent
+// Get (say, an expired series) must recognise a stale one when it uses it.
 type Cache[V comparable] struct {
+	// t is the current table. Only a grower stores it, holding all the
+	// locks of the table it replaces.
+	t atomic.Pointer[table[V]]
+	// maxSets is the size of the largest table, Capacity()/ways.
+	maxSets int
+	slabs   [slabStripes]entrySlab[V]
+}
+
+// table is one generation of the cache's sets. Readers use only sets and
+// mask, which never change; n, written by every insert and delete below
+// the final size, is kept a cache line away from them.
+type table[V comparable] struct {
 	sets  []cacheSet[V]
 	locks []setLock // locks[i&lockMask] guards the writers of sets[i]
 	mask  uint64
-	// lockMask maps a set to its lock: at most maxLocks locks (16 KiB),
+	// lockMask maps a set to its lock: at most maxLocks locks (12 KiB),
 	// so that the miss path finds them in the CPU cache instead of
 	// touching two more cold lines of a per-set lock array.
 	lockMask uint64
-	slabs    [slabStripes]entrySlab[V]
+	// growAt is the number of entries at which the table is replaced by
+	// one twice its size; 0 for a table of the final size, which keeps no
+	// count.
+	growAt int64
+	_      [64]byte
+	n      atomic.Int64 // entries held, when growAt > 0; changed under the key's locks
+	// growing is set once, by the one caller that grows this table.
+	growing atomic.Bool
+	_       [64 - 8 - 4]byte
 }
 
+// initialSets is the size of a new cache's first table: 256 sets, 1,024
+// entries, 16 KiB (4 pages) plus 3 KiB of locks. A cache of a few hundred
+// keys stays there; the two doublings to 4,096 entries copy at most 1,536
+// pointers (microseconds), so starting there would save a few
+// microseconds once, against 57 KiB more kept by every small cache (64
+// KiB of sets and 12 KiB of locks instead of 16 and 3).
+const initialSets = 256
+
+// growLoad is the fraction of a table's slots taken at which it grows:
+// half. Two-choice 4-way sets that insert into the emptier set stay
+// conflict-free to about that load, and not much beyond (measured with
+// random keys, 1k to 256k slots: an insert found both sets full in
+// ~0.001% of inserts up to half load, 0.03% at 60%, 0.6% at 75%; the first
+// conflict came at 42% to 67%). A conflict below the bound grows the table
+// rather than evict (crowded), so a higher load factor would save little
+// memory: most tables would grow at their first conflict anyway, near
+// half. A table grown at half load holds between a quarter and half of
+// its slots, 32 to 64 bytes of slots per key (less after a crowded
+// growth, from a quarter; tables never shrink).
+const growLoad = 2 // slots / growLoad
+
 // slabStripes, slabChunk and bytesChunk shape the slabs new keys are carved
-// from: a miss takes one of 64 stripe locks (by set), never a cache-wide
+// from: a miss takes one of 64 stripe locks (by key), never a cache-wide
 // one; a stripe allocates 16 entries at a time, and 4 KiB of encodings (about
 // 25 Sets of 6 attributes with their order tables).
 //
@@ -93,9 +170,9 @@ func (s *entrySlab[V]) entry() *entry[V] {
 	return e
 }
 
-// newEntry returns a new entry, from the slab of set a's stripe.
-func (c *Cache[V]) newEntry(a uint64, ns, h uint64, set Set, order string, v V) *entry[V] {
-	s := &c.slabs[a%slabStripes]
+// newEntry returns a new entry, from the slab of key k's stripe.
+func (c *Cache[V]) newEntry(k uint64, ns, h uint64, set Set, order string, v V) *entry[V] {
+	s := &c.slabs[k%slabStripes]
 	s.mu.Lock()
 	e := s.entry()
 	s.mu.Unlock()
@@ -104,11 +181,11 @@ func (c *Cache[V]) newEntry(a uint64, ns, h uint64, set Set, order string, v V) 
 }
 
 // carve returns a new zero entry and a copy of enc, a Set's encoding (size
-// bytes) and its order table (appendSetAndOrder), from the slabs of set
-// a's stripe, under one lock. The copy is never written again, which is
+// bytes) and its order table (appendSetAndOrder), from the slabs of key
+// k's stripe, under one lock. The copy is never written again, which is
 // what makes the strings over it immutable.
-func (c *Cache[V]) carve(a uint64, enc []byte, size int) (*entry[V], Set, string) {
-	s := &c.slabs[a%slabStripes]
+func (c *Cache[V]) carve(k uint64, enc []byte, size int) (*entry[V], Set, string) {
+	s := &c.slabs[k%slabStripes]
 	s.mu.Lock()
 	e := s.entry()
 	if len(enc) == 0 {
@@ -132,12 +209,15 @@ func (c *Cache[V]) carve(a uint64, enc []byte, size int) (*entry[V], Set, string
 }
 
 // cacheSet is exactly one 64-byte cache line, so a probe reads one line
-// before it dereferences the one entry whose hash matches. hashes[i] is
-// written before slots[i] and both are re-checked against the entry, so a
-// reader that sees a torn pair only misses, it never returns a wrong handle.
+// before it dereferences the one entry whose key matches. keys[i] is the
+// k = Combine(ns, h) of slots[i]'s entry: a growth places the entries by it
+// without reading them. keys[i] is written before slots[i] and both are
+// re-checked against the entry, so a reader that sees a torn pair only
+// misses, it never returns a wrong handle; under the locks a full slot's
+// key is its entry's.
 type cacheSet[V comparable] struct {
-	hashes [ways]atomic.Uint64
-	slots  [ways]atomic.Pointer[entry[V]]
+	keys  [ways]atomic.Uint64
+	slots [ways]atomic.Pointer[entry[V]]
 }
 
 // setLock serialises the writers of one set; readers never take it. Kept
@@ -171,69 +251,178 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 	return e.set.Equal(attrs)
 }
 
-// NewCache returns a cache holding at least capacity entries (minimum 4).
+// NewCache returns a cache holding up to capacity entries (at least 4,
+// rounded up to 4 × a power of two: Capacity). Its first table holds at
+// most 1,024 (initialSets); it grows as keys arrive.
 func NewCache[V comparable](capacity int) *Cache[V] {
 	n := max(1, (capacity+ways-1)/ways)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
-	nl := min(n, maxLocks)
-	c := &Cache[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
-	c.prefault()
+	c := &Cache[V]{maxSets: n}
+	c.t.Store(newTable[V](min(n, initialSets), n))
 	return c
 }
 
+// newTable returns an empty table of n sets (a power of two), mapped
+// (prefault); maxSets is the cache's final size, at which it stops counting.
+func newTable[V comparable](n, maxSets int) *table[V] {
+	nl := min(n, maxLocks)
+	t := &table[V]{sets: make([]cacheSet[V], n), locks: make([]setLock, nl), mask: uint64(n - 1), lockMask: uint64(nl - 1)}
+	if n < maxSets {
+		t.growAt = int64(n * ways / growLoad)
+	}
+	t.prefault()
+	return t
+}
+
 // prefault writes one word of every page of the sets, so the pages are
-// mapped now, by the constructor, and not by page faults while the first
-// series arrive (a large allocation can come straight from the OS,
-// unmapped; 200k entries are 3.2 MB, 800 pages).
-func (c *Cache[V]) prefault() {
+// mapped now, by the constructor or the grower, and not by page faults
+// while the series arrive (a large allocation can come straight from the
+// OS, unmapped; the largest table of 200k entries is 4 MiB, 1,024 pages).
+func (t *table[V]) prefault() {
 	const perPage = 4096 / 64 // sets are one cache line each
-	for i := 0; i < len(c.sets); i += perPage {
-		c.sets[i].hashes[0].Store(0)
+	for i := 0; i < len(t.sets); i += perPage {
+		t.sets[i].keys[0].Store(0)
 	}
 }
 
-// Capacity returns the number of entries the cache can hold.
-func (c *Cache[V]) Capacity() int { return len(c.sets) * ways }
+// Capacity returns the number of entries the cache can hold: the bound
+// it grows to, not what it holds or has allocated (Slots).
+func (c *Cache[V]) Capacity() int { return c.maxSets * ways }
 
-// pair returns the two sets a key may live in (two-choice hashing: with 4
-// ways and two candidate sets a cache stays conflict-free to a far higher
-// load than one set could, so a working set that fits does not thrash).
-// The two may be the same set.
-func (c *Cache[V]) pair(ns, h uint64) (a, b uint64) {
-	k := Combine(ns, h)
-	return k & c.mask, (k >> 32) & c.mask
+// Slots returns the number of entries the current table has room for (16
+// bytes each), at most Capacity. It follows the most entries the cache
+// has held at once (Growth, in Cache: two to four times as many, after a
+// growth at half load), and never shrinks.
+func (c *Cache[V]) Slots() int { return len(c.t.Load().sets) * ways }
+
+// pair returns the two sets a key k = Combine(ns, h) may live in
+// (two-choice hashing: with 4 ways and two candidate sets a cache stays
+// conflict-free to a far higher load than one set could, so a working set
+// that fits does not thrash). The two may be the same set.
+func (t *table[V]) pair(k uint64) (a, b uint64) {
+	return k & t.mask, (k >> 32) & t.mask
 }
 
-// maxLocks bounds the writer locks; a power of two. Writers are the miss
-// path only, so 1,024 stripes keep them from meeting.
+// maxLocks bounds the writer locks of a table; a power of two. Writers
+// are the miss path only, so 1,024 stripes keep them from meeting.
 const maxLocks = 1024
 
 // lock locks the writers of sets a and b in lock index order, so two
-// writers never deadlock. (Not a returned unlock closure: that was an allocation
-// per miss.)
-func (c *Cache[V]) lock(a, b uint64) {
-	a, b = a&c.lockMask, b&c.lockMask
+// writers (or a writer and a grower, lockAll) never deadlock. (Not a
+// returned unlock closure: that was an allocation per miss.)
+func (t *table[V]) lock(a, b uint64) {
+	a, b = a&t.lockMask, b&t.lockMask
 	if a > b {
 		a, b = b, a
 	}
-	c.locks[a].mu.Lock()
+	t.locks[a].mu.Lock()
 	if b != a {
-		c.locks[b].mu.Lock()
+		t.locks[b].mu.Lock()
 	}
 }
 
 // unlock undoes lock(a, b).
-func (c *Cache[V]) unlock(a, b uint64) {
-	a, b = a&c.lockMask, b&c.lockMask
+func (t *table[V]) unlock(a, b uint64) {
+	a, b = a&t.lockMask, b&t.lockMask
 	if b != a {
-		c.locks[b].mu.Unlock()
+		t.locks[b].mu.Unlock()
 	}
-	c.locks[a].mu.Unlock()
+	t.locks[a].mu.Unlock()
 }
 
-func (s *cacheSet[V]) find(ns, h uint64, attrs pcommon.Map) *entry[V] {
-	for i := range s.hashes {
-		if s.hashes[i].Load() != h {
+// lockKey returns the current table with the locks of key k's two sets
+// held, and the sets. A table replaced while its locks were awaited holds
+// nothing its replacement does not (grow), so the writer retries in the
+// new one: what it writes is never left behind in a dead table.
+//
+// The writer after the one that filled a table to growAt grows it, here,
+// before it locks anything of its own: not the filling writer after its
+// create returned, because create may return holding a lock its caller
+// takes inside create (the cumulative processor keeps the new stream's
+// shard locked), and a grower waits for every writer, some of which may
+// be waiting for that lock.
+func (c *Cache[V]) lockKey(k uint64) (t *table[V], a, b uint64) {
+	for {
+		t = c.t.Load()
+		if t.growAt != 0 && t.n.Load() >= t.growAt && c.grow(t) {
+			continue
+		}
+		a, b = t.pair(k)
+		t.lock(a, b)
+		if c.t.Load() == t {
+			return t, a, b
+		}
+		t.unlock(a, b)
+	}
+}
+
+// grow replaces t, the current table, by one twice its size holding the
+// same entries, and reports whether it did. One caller grows a given
+// table; the others return false at once and wait in lock, not spinning.
+func (c *Cache[V]) grow(t *table[V]) bool {
+	if !t.growing.CompareAndSwap(false, true) {
+		return false
+	}
+	// Allocate and map the new table before locking: writers wait only
+	// for the copy.
+	nt := newTable[V](2*len(t.sets), c.maxSets)
+	t.lockAll()
+	nt.copyFrom(t)
+	c.t.Store(nt)
+	t.unlockAll()
+	return true
+}
+
+// lockAll takes every lock of t, in index order (lock's order, so it
+// cannot deadlock with a writer holding two): then no writer is inside t,
+// and every writer that gets a lock of t afterwards finds t replaced.
+func (t *table[V]) lockAll() {
+	for i := range t.locks {
+		t.locks[i].mu.Lock()
+	}
+}
+
+func (t *table[V]) unlockAll() {
+	for i := range t.locks {
+		t.locks[i].mu.Unlock()
+	}
+}
+
+// copyFrom places the entries of old, whose writers are locked out, into
+// t, not yet published, which has twice old's sets: the same entry
+// pointers, by their keys. An entry lives in old's set i as its first
+// choice (k&old.mask == i) or its second ((k>>32)&old.mask == i); that
+// choice is set i or i+len(old.sets) in t, by one more bit of k, so each
+// set of t receives entries of one set of old only: the copy never drops
+// one (at most 4 per set), and it reads old and writes t in order.
+func (t *table[V]) copyFrom(old *table[V]) {
+	n := uint64(len(old.sets))
+	var held int64
+	for i := range old.sets {
+		s := &old.sets[i]
+		var used [2]int // slots taken in t.sets[i] and t.sets[i+n]
+		for w := range s.slots {
+			e := s.slots[w].Load()
+			if e == nil {
+				continue
+			}
+			k := s.keys[w].Load()
+			j := k & t.mask
+			if k&old.mask != uint64(i) {
+				j = (k >> 32) & t.mask
+			}
+			half := j / n
+			t.sets[j].store(used[half], k, e)
+			used[half]++
+			held++
+		}
+	}
+	t.n.Store(held)
+}
+
+func (s *cacheSet[V]) find(k, ns, h uint64, attrs pcommon.Map) *entry[V] {
+	for i := range s.keys {
+		if s.keys[i].Load() != k {
 			continue
 		}
 		if e := s.slots[i].Load(); e != nil && e.matches(ns, h, attrs) {
@@ -243,12 +432,8 @@ func (s *cacheSet[V]) find(ns, h uint64, attrs pcommon.Map) *entry[V] {
 	return nil
 }
 
-func (s *cacheSet[V]) store(i int, e *entry[V]) {
-	if e == nil {
-		s.slots[i].Store(nil)
-		return
-	}
-	s.hashes[i].Store(e.h)
+func (s *cacheSet[V]) store(i int, k uint64, e *entry[V]) {
+	s.keys[i].Store(k)
 	s.slots[i].Store(e)
 }
 
@@ -274,14 +459,16 @@ func (s *cacheSet[V]) free() (n, idx int) {
 //     with. A false is never wrong about identity, only about speed.
 //
 // Get takes no lock and does not allocate; it may miss an Add that has not
-// returned yet.
+// returned yet, and reads the table current when it starts (Cache).
 func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
-	a, b := c.pair(ns, h)
-	if e := c.sets[a].find(ns, h, attrs); e != nil {
+	t := c.t.Load()
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	if e := t.sets[a].find(k, ns, h, attrs); e != nil {
 		return e.v, true
 	}
 	if b != a {
-		if e := c.sets[b].find(ns, h, attrs); e != nil {
+		if e := t.sets[b].find(k, ns, h, attrs); e != nil {
 			return e.v, true
 		}
 	}
@@ -293,11 +480,13 @@ func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
 // Create) of that key soon after, and returns at once. A caller that
 // knows its next key while it works on the current one (a batch's next
 // point) overlaps the next lookup's cache misses, two random lines of a
-// large cache, with that work. Only a hint: it changes nothing Get sees.
+// large cache, with that work. Only a hint: it changes nothing Get sees,
+// and is wasted if the table is replaced before that Get.
 func (c *Cache[V]) Prefetch(ns, h uint64) {
-	a, b := c.pair(ns, h)
-	prefetch.Line(uintptr(unsafe.Pointer(&c.sets[a])))
-	prefetch.Line(uintptr(unsafe.Pointer(&c.sets[b])))
+	t := c.t.Load()
+	a, b := t.pair(Combine(ns, h))
+	prefetch.Line(uintptr(unsafe.Pointer(&t.sets[a])))
+	prefetch.Line(uintptr(unsafe.Pointer(&t.sets[b])))
 }
 
 // Add caches v for (ns, set) with hash h, where set is SetOf(attrs), and
@@ -312,48 +501,96 @@ func (c *Cache[V]) Prefetch(ns, h uint64) {
 //     first, a different key, was evicted.
 func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
 	order := set.orderOf(attrs)
-	a, b := c.pair(ns, h)
-	e := c.newEntry(a, ns, h, set, order, v)
-	c.lock(a, b)
-	defer c.unlock(a, b)
-	return c.addLocked(a, b, e)
+	k := Combine(ns, h)
+	e := c.newEntry(k, ns, h, set, order, v)
+	for {
+		t, a, b := c.lockKey(k)
+		if t.replace(a, b, k, e) {
+			t.unlock(a, b)
+			return false
+		}
+		if !t.crowded(a, b) {
+			evicted := t.insert(a, b, k, e)
+			t.unlock(a, b)
+			return evicted
+		}
+		t.unlock(a, b)
+		c.grow(t)
+	}
 }
 
-// addLocked stores e; the caller holds the locks of sets a and b.
-func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
-	sa, sb := &c.sets[a], &c.sets[b]
-	// One entry per key: replace it wherever it is. The hashes first:
-	// under the locks a full slot's hash is its entry's, and dereferencing
-	// the other keys' entries (cold: 2 per set at half load) was most of
-	// the cost of adding to a large cache.
-	for _, s := range [2]*cacheSet[V]{sa, sb} {
+// replace stores e, whose key is k, in place of the entry of the same key
+// in sets a or b, if there is one (there is never more than one), and
+// reports whether it did. The caller holds the sets' locks (lockKey).
+func (t *table[V]) replace(a, b, k uint64, e *entry[V]) bool {
+	// The keys first: under the locks a full slot's key is its entry's,
+	// and dereferencing the other keys' entries (cold: 2 per set at half
+	// load) was most of the cost of adding to a large cache.
+	for _, s := range [2]*cacheSet[V]{&t.sets[a], &t.sets[b]} {
 		for i := range s.slots {
-			if s.hashes[i].Load() != e.h {
+			if s.keys[i].Load() != k {
 				continue
 			}
 			if old := s.slots[i].Load(); old != nil && old.h == e.h && old.ns == e.ns && old.set == e.set {
-				s.store(i, e)
-				return false
+				s.slots[i].Store(e)
+				return true
 			}
 		}
 	}
-	// Place into the emptier set (the "power of two choices"): it keeps the
-	// fullest set far emptier than filling a first would.
+	return false
+}
+
+// crowded reports that sets a and b are both full in a table that should
+// grow rather than evict: one below the final size and at least a quarter
+// full. (Below a quarter a conflict is too unlikely for random keys to be
+// anything but keys built to collide, which growing would not part: their
+// k, not just its low bits, is the same.) The caller holds the sets' locks.
+func (t *table[V]) crowded(a, b uint64) bool {
+	if t.growAt == 0 {
+		return false
+	}
+	if n, _ := t.sets[a].free(); n > 0 {
+		return false
+	}
+	if n, _ := t.sets[b].free(); n > 0 {
+		return false
+	}
+	return t.n.Load() >= t.growAt/2
+}
+
+// insert stores e, whose key k is in neither set a nor b, in a free slot
+// of either, or else in place of the round-robin victim of set a; it
+// reports whether it evicted. The caller holds the sets' locks.
+func (t *table[V]) insert(a, b, k uint64, e *entry[V]) bool {
+	if t.place(a, b, k, e) {
+		if t.growAt != 0 {
+			t.n.Add(1)
+		}
+		return false
+	}
+	l := &t.locks[a&t.lockMask]
+	victim := int(l.next % ways)
+	l.next++
+	t.sets[a].store(victim, k, e)
+	return true
+}
+
+// place stores e, whose key is k, in a free slot of the emptier of sets a
+// and b (the "power of two choices": it keeps the fullest set far emptier
+// than filling a first would), or reports that both are full.
+func (t *table[V]) place(a, b, k uint64, e *entry[V]) bool {
+	sa, sb := &t.sets[a], &t.sets[b]
 	fa, ia := sa.free()
 	fb, ib := sb.free()
 	switch {
 	case fa > 0 && fa >= fb:
-		sa.store(ia, e)
-		return false
+		sa.store(ia, k, e)
+		return true
 	case fb > 0:
-		sb.store(ib, e)
-		return false
+		sb.store(ib, k, e)
+		return true
 	}
-	l := &c.locks[a&c.lockMask]
-	victim := int(l.next % ways)
-	l.next++
-	sa.store(victim, e)
-	return true
+	return false
 }
 
 // GetOrCreate returns the handle of (ns, attrs), calling create on a miss.
@@ -366,10 +603,11 @@ func (c *Cache[V]) addLocked(a, b uint64, e *entry[V]) bool {
 //
 // Concurrent first misses for one key converge: create runs under the locks
 // of the key's two sets, which are re-probed first, so while the entry stays
-// cached exactly one caller creates and the others receive its handle. After
-// an eviction create may run again for the same key, so create must itself
-// be idempotent (look the handle up in the authoritative state before making
-// one). create must not call back into this cache.
+// cached exactly one caller creates and the others receive its handle (a
+// growth keeps the entry: Cache). After an eviction create may run again for
+// the same key, so create must itself be idempotent (look the handle up in
+// the authoritative state before making one). create must not call back
+// into this cache.
 func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set) V) (v V, hit, evicted bool) {
 	if v, ok := c.Get(ns, h, attrs); ok {
 		return v, true, false
@@ -384,39 +622,56 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 // nil, is the caller's KeyOrder (one per goroutine), which speeds up the
 // canonicalisation of maps whose keys come in the order of the last.
 func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create func(Set) V) (v V, hit, evicted bool) {
-	a, b := c.pair(ns, h)
-	c.lock(a, b)
-	defer c.unlock(a, b)
-	// Re-probe under the locks: another miss for the same key may have
-	// added it between our Get and the Lock.
-	if e := c.sets[a].find(ns, h, attrs); e != nil {
-		return e.v, true, false
+	k := Combine(ns, h)
+	t, a, b := c.lockKey(k)
+	for {
+		// Re-probe under the locks: another miss for the same key may
+		// have added it between our Get and the Lock.
+		if e := t.sets[a].find(k, ns, h, attrs); e != nil {
+			t.unlock(a, b)
+			return e.v, true, false
+		}
+		if e := t.sets[b].find(k, ns, h, attrs); e != nil {
+			t.unlock(a, b)
+			return e.v, true, false
+		}
+		if !t.crowded(a, b) {
+			break
+		}
+		// Grow now, before create: not after it (lockKey).
+		t.unlock(a, b)
+		c.grow(t)
+		t, a, b = c.lockKey(k)
 	}
-	if e := c.sets[b].find(ns, h, attrs); e != nil {
-		return e.v, true, false
-	}
+	defer t.unlock(a, b)
 	var buf [encScratch]byte
 	enc, size := appendSetAndOrder(buf[:0], attrs, ko)
-	e, set, order := c.carve(a, enc, size)
+	e, set, order := c.carve(k, enc, size)
 	v = create(set)
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
-	return v, false, c.addLocked(a, b, e)
+	// The key is in neither set (re-probed under the locks held since).
+	return v, false, t.insert(a, b, k, e)
 }
 
 // Delete removes the entry of (ns, set) if it still holds v, and reports
 // whether it did. Comparing v keeps a late Delete (say, of an expired series)
-// from removing the entry of a newer handle added for the same key.
+// from removing the entry of a newer handle added for the same key. A
+// Delete is never undone by a concurrent growth (Cache), but a Get running
+// meanwhile may still return v.
 func (c *Cache[V]) Delete(ns, h uint64, set Set, v V) bool {
-	a, b := c.pair(ns, h)
-	c.lock(a, b)
-	defer c.unlock(a, b)
-	for _, s := range [2]*cacheSet[V]{&c.sets[a], &c.sets[b]} {
+	k := Combine(ns, h)
+	t, a, b := c.lockKey(k)
+	defer t.unlock(a, b)
+	for _, s := range [2]*cacheSet[V]{&t.sets[a], &t.sets[b]} {
 		for i := range s.slots {
-			if s.hashes[i].Load() != h {
-				continue // as in addLocked: no cold entry for another key
+			if s.keys[i].Load() != k {
+				continue // as in replace: no cold entry for another key
 			}
 			if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns && e.set == set && e.v == v {
-				s.store(i, nil)
+				s.slots[i].Store(nil)
+				if t.growAt != 0 {
+					t.n.Add(-1)
+				}
 				return true
 			}
 		}

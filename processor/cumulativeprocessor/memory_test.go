@@ -195,3 +195,41 @@ func memExps(first, n int, start, end int64) pmetric.Metrics {
 		dp.SetSum(100)
 	})
 }
+
+// TestMemoryDefaultMaxStreams is TestMemoryPerStream's sum case with the
+// default max_streams (200k) and a tenth of it held, as a collector that
+// keeps the default runs: the identity cache is created for 200k entries,
+// so whatever it allocates before the streams arrive shows here and not in
+// TestMemoryPerStream (which sizes it for exactly the streams fed).
+func TestMemoryDefaultMaxStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few MiB")
+	}
+	const streams = 20_000
+	cfg := createDefaultConfig()
+	if cfg.MaxStreams != defaultMaxStreams {
+		t.Fatalf("default max_streams %d, want %d", cfg.MaxStreams, defaultMaxStreams)
+	}
+	before := heapInUse()
+	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
+	empty := heapInUse() - before
+	for w := range int64(3) {
+		for first := 0; first < streams; first += 1000 {
+			if _, err := p.processMetrics(context.Background(), memSums(first, 1000, 10*w, 10*w+10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	held := heapInUse() - before
+	runtime.KeepAlive(p)
+	t.Logf("max_streams %d: empty processor %d KiB; with %d sum streams %d KiB, %.0f bytes/stream (identity cache: %d slots of %d)",
+		cfg.MaxStreams, empty>>10, streams, held>>10, float64(held)/streams, p.cache.Slots(), p.cache.Capacity())
+	// The cache grows with the streams: preallocated for 200k it was
+	// 4 MiB, 210 bytes per stream here (555 in all).
+	if per := float64(held) / streams; per > 480 {
+		t.Errorf("%.0f bytes/stream, more than 480", per)
+	}
+	if empty > 256<<10 {
+		t.Errorf("an empty processor holds %d KiB", empty>>10)
+	}
+}

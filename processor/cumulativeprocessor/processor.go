@@ -74,8 +74,10 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		telemetry: tb,
 		next:      next,
 		metrics:   metricTable{byHash: make(map[uint64][]*metricDesc)},
-		// As many entries as streams may exist: a working set within the
-		// limit stays on the fast path (two-choice sets keep conflicts rare).
+		// Room for as many entries as streams may exist: a working set
+		// within the limit stays on the fast path (two-choice sets keep
+		// conflicts rare). The cache starts small and grows with the
+		// streams, so an unused max_streams costs no memory.
 		cache:     identity.NewCache[*stream](cfg.MaxStreams),
 		hashAttrs: identity.OfMap,
 		id:        set.ID,
