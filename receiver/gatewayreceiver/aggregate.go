@@ -59,8 +59,10 @@ type seriesMeta struct {
 	set *seriesSet
 	// ex is, per bucket, the last sampled request observed in it this
 	// window; allocated on the first one (spans with a trace id only). An
-	// exponential histogram keeps one, the last.
-	ex []exemplar
+	// exponential histogram keeps one, the last. A pointer, not a slice:
+	// most series never keep one (exemplars off, sums, untraced traffic),
+	// and every set carries a seriesMeta per family.
+	ex *[]exemplar
 	// exp holds the buckets of an exponential histogram (nil otherwise):
 	// its updates touch this cold part as well.
 	exp *expoHist
@@ -181,7 +183,9 @@ func (g *group) release(set *seriesSet) {
 		s := &set.slots[j].series
 		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
 		clear(s.buckets)
-		clear(s.meta.ex)
+		if ex := s.meta.ex; ex != nil {
+			clear(*ex)
+		}
 		if h := s.meta.exp; h != nil {
 			h.reset()
 			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
@@ -217,13 +221,22 @@ func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
 	}
 }
 
+// exemplarsOf is m's exemplars, nil when it keeps none.
+func exemplarsOf(m *seriesMeta) []exemplar {
+	if m.ex == nil {
+		return nil
+	}
+	return *m.ex
+}
+
 // exemplar keeps e as bucket i's exemplar (the ids are copied: the event
 // borrows its input).
 func (m *seriesMeta) exemplar(i, buckets int, e *gateway.Event, v float64) {
 	if m.ex == nil {
-		m.ex = make([]exemplar, buckets) // once per series, on its first traced request
+		ex := make([]exemplar, buckets) // once per series, on its first traced request
+		m.ex = &ex
 	}
-	m.ex[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
+	(*m.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
 }
 
 // bundle is the handle of one tuple: the series of every family that an
@@ -800,8 +813,9 @@ func (a *aggregator) take() ([]point, []uint64) {
 			}
 			p := point{fam: int32(i), enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count,
 				bucketsStart: int32(len(a.bucketBuf)), exStart: int32(len(a.exBuf))}
-			for j := range s.meta.ex {
-				if x := &s.meta.ex[j]; x.set {
+			ex := exemplarsOf(s.meta)
+			for j := range ex {
+				if x := &ex[j]; x.set {
 					a.exBuf = append(a.exBuf, *x)
 					x.set = false
 				}

@@ -153,6 +153,9 @@ func TestHeldStructSizes(t *testing.T) {
 	if got := unsafe.Sizeof(bundle{}); got != 72 {
 		t.Errorf("bundle is %d bytes, want 72", got)
 	}
+	if got := unsafe.Sizeof(seriesSlot{}); got != 88 {
+		t.Errorf("seriesSlot is %d bytes, want 88", got)
+	}
 	if got := unsafe.Sizeof(point{}); got != 56 {
 		t.Errorf("point is %d bytes, want 56", got)
 	}
