@@ -1,6 +1,7 @@
 package series
 
 import (
+	"slices"
 	"unsafe"
 )
 
@@ -81,11 +82,10 @@ type bucket struct {
 
 // distSlot is what a histogram or summary series in a bucket is allocated
 // with, so that a scrape reads its values next to its neighbours' too:
-// its extra fields, its distribution, and room for up to distInline bucket
-// counts (OpenTelemetry SDKs' default histogram has 15 bounds, Kong's 13),
-// which Dist.Counts starts out as; a filler that needs more allocates them.
+// its distribution, and room for up to distInline bucket counts
+// (OpenTelemetry SDKs' default histogram has 15 bounds, Kong's 13), which
+// Dist.Counts starts out as; a filler that needs more allocates them.
 type distSlot struct {
-	x      seriesExtra
 	d      Dist
 	counts [distInline]uint64
 }
@@ -116,23 +116,30 @@ func (f *Family) bucket(h uint64) *bucket {
 // its distribution from the bucket's chunk of those. The caller holds f.mu.
 func (b *bucket) newSeries(labels []byte, dist bool) *Series {
 	if len(b.slab) == cap(b.slab) {
-		b.slab = make([]Series, 0, min(chunkSeries, max(4, 2*cap(b.slab))))
+		b.slab = newChunk[Series](min(chunkSeries, max(4, 2*cap(b.slab))))
 	}
 	b.slab = b.slab[:len(b.slab)+1]
 	s := &b.slab[len(b.slab)-1]
 	s.labels = b.intern(labels)
 	if dist {
 		if len(b.dists) == cap(b.dists) {
-			b.dists = make([]distSlot, 0, min(chunkSeries/4, max(2, 2*cap(b.dists))))
+			b.dists = newChunk[distSlot](min(chunkSeries/4, max(2, 2*cap(b.dists))))
 		}
 		b.dists = b.dists[:len(b.dists)+1]
 		slot := &b.dists[len(b.dists)-1]
-		slot.x.dist = &slot.d
 		slot.d.Counts = slot.counts[:0]
-		s.extra = &slot.x
+		s.dist = &slot.d
 	}
 	return s
 }
+
+// newChunk returns an empty slice with room for n elements, and for as
+// many more as the allocation's size class holds (as append rounds up):
+// make's exact capacity leaves that room unused, and for a chunk of
+// pointerful elements past 512 bytes the malloc header (8 bytes) alone can
+// push a round size (64 Series of 128 bytes) into the next class, 9,472
+// bytes for 8,192, 20 bytes lost per series.
+func newChunk[T any](n int) []T { return slices.Grow([]T(nil), n) }
 
 // intern copies p into the arena and returns it as a string sharing the
 // arena's memory: those bytes are never written again (the arena only

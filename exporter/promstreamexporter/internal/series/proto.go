@@ -217,7 +217,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	case exposition.TypeSummary:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return b
 		}
@@ -233,7 +233,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			return appendTimestamp(b, 4, d.Created) // Summary.created_timestamp
 		})
 	case exposition.TypeHistogram:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return b
 		}

@@ -190,10 +190,10 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 		if n := len(s.labels); n > 0 {
 			sum += s.labels[0] + s.labels[n-1]
 		}
+		if d := s.dist; d != nil && len(d.Counts) > 0 {
+			sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
+		}
 		if x := s.extra; x != nil {
-			if d := x.dist; d != nil && len(d.Counts) > 0 {
-				sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
-			}
 			if n := len(x.proto); n > 0 {
 				sum += x.proto[0] + x.proto[n-1]
 			}
@@ -217,7 +217,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 	ts := wr.ts
 	switch f.typ {
 	case exposition.TypeHistogram:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return dst
 		}
@@ -245,7 +245,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		dst = appendSumCount(dst, names, labels, d, ts)
 		return wr.appendCreated(dst, names, labels, d.Created)
 	case exposition.TypeSummary:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return dst
 		}
@@ -274,7 +274,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 // page lock.
 func (s *Series) timestamp(t exposition.Type) int64 {
 	if t == exposition.TypeHistogram || t == exposition.TypeSummary {
-		if d := s.dist(); d != nil {
+		if d := s.dist; d != nil {
 			return d.Timestamp
 		}
 		return 0

@@ -188,7 +188,13 @@ type Series struct {
 	// ts is a gauge's or counter's point timestamp (unix nanoseconds; 0:
 	// unknown), written with Options.Timestamps. A histogram's or
 	// summary's is in its Dist.
-	ts    atomic.Int64
+	ts atomic.Int64
+	// dist holds a histogram's or summary's values (guarded by page.mu);
+	// nil for a gauge or counter. A field of its own rather than one of
+	// extra's: every histogram has one, and extra's other fields are rare,
+	// so it saves a histogram a seriesExtra; the pointer fills what was
+	// slack of Series' size class (128 bytes).
+	dist  *Dist
 	extra *seriesExtra
 	// ex holds the series' latest exemplars (exemplar.go); nil until its
 	// first. Guarded by page.mu.
@@ -207,8 +213,6 @@ func (s *Series) removed() bool { return s.gone.Load() }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
-	// dist holds a histogram's or summary's values (guarded by page.mu).
-	dist *Dist
 	// utf8 and list exist only for series with a name outside the legacy
 	// grammar (possible with the NoUTF8Escaping translation strategies):
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
@@ -228,14 +232,6 @@ func (s *Series) utf8() string {
 		return ""
 	}
 	return s.extra.utf8
-}
-
-// dist returns the series' distribution; the caller holds the page lock.
-func (s *Series) dist() *Dist {
-	if s.extra == nil {
-		return nil
-	}
-	return s.extra.dist
 }
 
 // SetValue stores the value of a gauge or counter series.
@@ -275,14 +271,11 @@ func (s *Series) UpdateDist(now int64, fill DistFiller) { s.UpdateHistogram(now,
 // under the same lock.
 func (s *Series) UpdateHistogram(now int64, fill DistFiller, ex []Exemplar) {
 	s.page.mu.Lock()
-	if s.extra == nil {
-		s.extra = new(seriesExtra)
+	if s.dist == nil {
+		s.dist = new(Dist) // a head series' (a bucket's comes with its own)
 	}
-	if s.extra.dist == nil {
-		s.extra.dist = new(Dist)
-	}
-	fill.Fill(s.extra.dist)
-	s.histogramExemplars(s.extra.dist, ex)
+	fill.Fill(s.dist)
+	s.histogramExemplars(s.dist, ex)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
 }
@@ -712,8 +705,8 @@ func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
 }
 
 // hasLabels reports whether s is identified by rendered. It takes the page
-// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) or a
-// distribution update may be setting under that lock.
+// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) may be
+// setting under that lock.
 func (s *Series) hasLabels(rendered []byte) bool {
 	s.page.mu.Lock()
 	defer s.page.mu.Unlock()

@@ -248,7 +248,7 @@ func (fillCount) Fill(d *Dist) { d.Count++ }
 
 // TestAliasLookupWhileDistUpdates is for the race detector: a key that
 // renders like an existing series compares against that series' labels
-// while an update of its distribution may be giving it its extra fields.
+// while an update of its distribution may be giving it its Dist.
 func TestAliasLookupWhileDistUpdates(t *testing.T) {
 	tbl := New(Options{})
 	f, _ := tbl.Family("h", "", exposition.TypeHistogram)
