@@ -174,9 +174,9 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 			d.Bounds[j] = qs.At(j).Quantile()
 		}
 	}
-	d.Values = resizeFloat(d.Values, qs.Len())
-	for j := range d.Values {
-		d.Values[j] = qs.At(j).Value()
+	values := d.ResizeValues(qs.Len())
+	for j := range values {
+		values[j] = qs.At(j).Value()
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
 	d.Created = int64(dp.StartTimestamp())
@@ -240,7 +240,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
 	d.Created = int64(dp.StartTimestamp())
 	d.Timestamp = int64(dp.Timestamp())
-	d.Native = nativeOf(d.Native, dp)
+	d.SetNative(nativeOf(d.Native(), dp))
 }
 
 // Prometheus native histograms take schemas -4 to 8; OTel scales go to 20.
@@ -321,11 +321,4 @@ func resize(s []uint64, n int) []uint64 {
 		return s[:n]
 	}
 	return make([]uint64, n)
-}
-
-func resizeFloat(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]float64, n)
 }

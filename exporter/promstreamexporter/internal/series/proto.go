@@ -224,7 +224,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 		return message(b, 4, func(b []byte) []byte {
 			b = appendVarint(b, 1, d.Count)
 			b = appendDouble(b, 2, d.Sum)
-			for i, v := range d.Values {
+			for i, v := range d.Values() {
 				b = message(b, 3, func(b []byte) []byte {
 					b = appendDouble(b, 1, d.Bounds[i])
 					return appendDouble(b, 2, v)
@@ -273,7 +273,7 @@ func appendProtoHistogram(b []byte, d *Dist, ex *exemplars) []byte {
 			})
 		}
 	}
-	n := d.Native
+	n := d.Native()
 	if n == nil {
 		return b
 	}

@@ -250,7 +250,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			return dst
 		}
 		qs := boundsFor(d, f, q)
-		for i, v := range d.Values {
+		for i, v := range d.Values() {
 			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
 			dst = appendSample(dst, v, ts)
 		}

@@ -126,6 +126,11 @@ type Key struct {
 // Dist holds the values of a histogram or summary series. It is read and
 // written only under its page's lock, so _bucket, _sum and _count always come
 // from one consistent snapshot.
+//
+// Memory: 96 bytes. Every histogram series has one, so what only some need
+// (a summary's values, an exponential histogram's native form, the texts of
+// bounds that are not the family's) hangs off rare, allocated by the first
+// distribution that needs it.
 type Dist struct {
 	Count  uint64
 	Sum    float64
@@ -142,17 +147,68 @@ type Dist struct {
 	Bounds []float64
 	// Counts are a histogram's cumulative bucket counts, one per bound.
 	Counts []uint64
-	// Values are a summary's quantile values, one per bound.
-	Values []float64
 
-	// Native is set for exponential histograms: the protobuf format writes
-	// them as native histograms (besides the classic buckets above).
-	Native *Native
+	rare *distRare
+}
 
+// distRare holds the fields of a Dist that most distributions never need.
+type distRare struct {
+	// values are a summary's quantile values, one per bound.
+	values []float64
+	// native is set for exponential histograms: the protobuf format writes
+	// them as native histograms (besides the classic buckets).
+	native *Native
 	// own holds the texts of Bounds that are not the family's (boundsFor),
 	// built on first use; ownOf is the &Bounds[0] they were built from.
 	own   *boundTexts
 	ownOf *float64
+}
+
+// rareFields returns d.rare, allocating it on first use.
+func (d *Dist) rareFields() *distRare {
+	if d.rare == nil {
+		d.rare = new(distRare)
+	}
+	return d.rare
+}
+
+// Values returns a summary's quantile values, one per bound (nil for a
+// histogram).
+func (d *Dist) Values() []float64 {
+	if d.rare == nil {
+		return nil
+	}
+	return d.rare.values
+}
+
+// ResizeValues makes the summary's values n long, reusing their array when
+// it is large enough, and returns them for the caller to fill.
+func (d *Dist) ResizeValues(n int) []float64 {
+	r := d.rareFields()
+	if cap(r.values) >= n {
+		r.values = r.values[:n]
+	} else {
+		r.values = make([]float64, n)
+	}
+	return r.values
+}
+
+// Native returns the native form of an exponential histogram; nil for
+// others.
+func (d *Dist) Native() *Native {
+	if d.rare == nil {
+		return nil
+	}
+	return d.rare.native
+}
+
+// SetNative sets (or, with nil, clears) the native form of an exponential
+// histogram: the protobuf format writes it as a native histogram.
+func (d *Dist) SetNative(n *Native) {
+	if n == nil && d.rare == nil {
+		return
+	}
+	d.rareFields().native = n
 }
 
 // noBounds are the texts of no bounds. Never written.
@@ -164,10 +220,11 @@ func (d *Dist) ownTexts() *boundTexts {
 	if len(d.Bounds) == 0 {
 		return &noBounds // a scrape must not allocate per series
 	}
-	if d.own == nil || d.ownOf != &d.Bounds[0] || len(d.own.bounds) != len(d.Bounds) {
-		d.own, d.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
+	r := d.rareFields()
+	if r.own == nil || r.ownOf != &d.Bounds[0] || len(r.own.bounds) != len(d.Bounds) {
+		r.own, r.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
 	}
-	return d.own
+	return r.own
 }
 
 // Series is one exposed time series (one sample line, or the lines of one
