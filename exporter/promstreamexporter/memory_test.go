@@ -167,24 +167,31 @@ func BenchmarkConsumeShapes(b *testing.B) {
 	}
 }
 
-// BenchmarkScrapeShapes times a text scrape of memorySeries counters and as
-// many histograms (14 bounds), the distribution benchmark's shapes.
+// BenchmarkScrapeShapes times a text scrape of memorySeries series of each
+// of the distribution benchmark's shapes: counters, and histograms (14
+// bounds).
 //
 //	go test -run '^$' -bench ScrapeShapes -count 6 ./exporter/promstreamexporter
 func BenchmarkScrapeShapes(b *testing.B) {
-	e, err := newExporter(createDefaultConfig(), exportertest.NewNopSettings(metadata.Type))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.telemetry.Shutdown()
 	for _, histogram := range []bool{false, true} {
-		_ = e.consumeMetrics(context.Background(), memoryMetrics(memorySeries, histogram))
-	}
-	req := newScrapeRequest(acceptText004)
-	rw := &discardRW{h: http.Header{}}
-	e.handleMetrics(rw, req)
-	b.ReportAllocs()
-	for b.Loop() {
-		e.handleMetrics(rw, req)
+		name := "counter"
+		if histogram {
+			name = "histogram"
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := newExporter(createDefaultConfig(), exportertest.NewNopSettings(metadata.Type))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.telemetry.Shutdown()
+			_ = e.consumeMetrics(context.Background(), memoryMetrics(memorySeries, histogram))
+			req := newScrapeRequest(acceptText004)
+			rw := &discardRW{h: http.Header{}}
+			e.handleMetrics(rw, req)
+			b.ReportAllocs()
+			for b.Loop() {
+				e.handleMetrics(rw, req)
+			}
+		})
 	}
 }

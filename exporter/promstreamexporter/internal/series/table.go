@@ -819,9 +819,22 @@ func (f *Family) pageSize() int {
 // before. The caller holds f.mu and inserts it (insertLocked) next.
 func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
 	if size := f.pageSize(); f.headFull(size) {
-		return f.bucket(shard).newSeries(rendered, size == distPageSize)
+		return f.bucket(shard).newSeries(rendered, f.inlineCounts())
 	}
 	return &Series{labels: string(rendered)}
+}
+
+// inlineCounts is the room for bucket counts a new histogram of the family
+// is given: as many as the family's bounds (SharedBounds, boundsFor), up
+// to maxInline; distInline before they are known; none for a summary.
+func (f *Family) inlineCounts() int {
+	if f.typ != exposition.TypeHistogram {
+		return 0
+	}
+	if t := f.bounds.Load(); t != nil {
+		return min(len(t.bounds), maxInline)
+	}
+	return distInline
 }
 
 // insertLocked appends s, whose shard hash is shard, to the last page of
