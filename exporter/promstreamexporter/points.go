@@ -120,6 +120,8 @@ type pointSlice[P any] interface {
 type distPoint interface {
 	Attributes() pcommon.Map
 	Flags() pmetric.DataPointFlags
+	StartTimestamp() pcommon.Timestamp
+	Timestamp() pcommon.Timestamp
 }
 
 // storeDists stores the points of a distribution metric: hold keeps the
@@ -132,7 +134,8 @@ func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*
 			p.ex = p.ex[:0]
 			hold(p, dp)
 			p.fill = fill
-			s.UpdateHistogram(p.now, p, p.ex)
+			t := series.PointTimes{Created: int64(dp.StartTimestamp()), Timestamp: int64(dp.Timestamp())}
+			s.UpdateHistogram(p.now, t, p, p.ex)
 		}
 	}
 }
@@ -157,8 +160,6 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 		d.Counts[j] = cum
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
@@ -179,8 +180,6 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 		values[j] = qs.At(j).Value()
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
 }
 
 // exponential stores exponential histograms. In the text formats they are
@@ -238,8 +237,6 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	}
 	d.Counts = counts
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
 	d.SetNative(nativeOf(d.Native(), dp))
 }
 

@@ -73,7 +73,7 @@ const (
 	headPages   = 4
 	chunkSeries = 64
 	chunkLabels = 8192
-	// A histogram or summary family's chunks (distSeries of 224 bytes,
+	// A histogram or summary family's chunks (distSeries of 208 bytes,
 	// label bytes, bucket counts).
 	chunkDists      = 16
 	chunkDistLabels = 2048
@@ -101,7 +101,7 @@ type bucket struct {
 }
 
 // distSeries is what a histogram or summary series in a bucket is
-// allocated as: the series and its distribution, side by side (224 bytes).
+// allocated as: the series and its distribution, side by side (208 bytes).
 type distSeries struct {
 	s Series
 	d Dist

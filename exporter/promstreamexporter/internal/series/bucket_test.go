@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -206,5 +207,15 @@ func TestBucketHistogramCounts(t *testing.T) {
 		if g := strings.Join(got[labels], " "); g != strings.Join(w, " ") {
 			t.Fatalf("%s: counts %s, want %s", labels, g, strings.Join(w, " "))
 		}
+	}
+}
+
+// TestSeriesSizes: what every series pays. A Series of 128 bytes fills its
+// size class (a head series is allocated on its own), a bucket's histogram
+// (distSeries) is 208 bytes; a field more costs every one of them (see
+// TestMemoryPerSeries in the exporter for the whole cost).
+func TestSeriesSizes(t *testing.T) {
+	if s, d := unsafe.Sizeof(Series{}), unsafe.Sizeof(distSeries{}); s > 128 || d > 208 {
+		t.Fatalf("Series is %d bytes, distSeries %d; want at most 128 and 208", s, d)
 	}
 }

@@ -184,7 +184,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		var ts int64
 		if f.table.opts.Timestamps {
-			ts = s.timestamp(f.typ)
+			ts = s.ts.Load()
 		}
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
@@ -230,25 +230,25 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 					return appendDouble(b, 2, v)
 				})
 			}
-			return appendTimestamp(b, 4, d.Created) // Summary.created_timestamp
+			return appendTimestamp(b, 4, s.created.Load()) // Summary.created_timestamp
 		})
 	case exposition.TypeHistogram:
 		d := s.dist
 		if d == nil {
 			return b
 		}
-		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.ex) })
+		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.created.Load(), s.ex) })
 	default:
 		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	}
 }
 
-func appendProtoHistogram(b []byte, d *Dist, ex *exemplars) []byte {
+func appendProtoHistogram(b []byte, d *Dist, created int64, ex *exemplars) []byte {
 	b = appendVarint(b, 1, d.Count)
 	if d.HasSum {
 		b = appendDouble(b, 2, d.Sum)
 	}
-	b = appendTimestamp(b, 15, d.Created) // Histogram.created_timestamp
+	b = appendTimestamp(b, 15, created) // Histogram.created_timestamp
 	j := 0
 	for i, c := range d.Counts {
 		b = message(b, 3, func(b []byte) []byte {

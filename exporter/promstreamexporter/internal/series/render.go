@@ -210,7 +210,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 	names := &f.names[q.Escaping]
 	wr.ts = wr.ts[:0]
 	if f.table.opts.Timestamps {
-		if t := s.timestamp(f.typ); t > 0 {
+		if t := s.ts.Load(); t > 0 {
 			wr.ts = exposition.AppendTimestamp(wr.ts, t, q.Format.Spec().Body.TimestampSeconds)
 		}
 	}
@@ -243,7 +243,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			}
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, d.Created)
+		return wr.appendCreated(dst, names, labels, s.created.Load())
 	case exposition.TypeSummary:
 		d := s.dist
 		if d == nil {
@@ -255,7 +255,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			dst = appendSample(dst, v, ts)
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, d.Created)
+		return wr.appendCreated(dst, names, labels, s.created.Load())
 	case exposition.TypeCounter:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		dst = appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
@@ -267,19 +267,6 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		return appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
 	}
-}
-
-// timestamp is the series' point timestamp (unix nanoseconds; 0: unknown):
-// a histogram's or summary's is in its distribution. The caller holds the
-// page lock.
-func (s *Series) timestamp(t exposition.Type) int64 {
-	if t == exposition.TypeHistogram || t == exposition.TypeSummary {
-		if d := s.dist; d != nil {
-			return d.Timestamp
-		}
-		return 0
-	}
-	return s.ts.Load()
 }
 
 // appendSample writes ` <value><ts>\n`; ts is the series' timestamp text,

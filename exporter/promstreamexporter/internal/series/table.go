@@ -125,9 +125,10 @@ type Key struct {
 
 // Dist holds the values of a histogram or summary series. It is read and
 // written only under its page's lock, so _bucket, _sum and _count always come
-// from one consistent snapshot.
+// from one consistent snapshot (with the start time and timestamp, which
+// UpdateHistogram stores in the Series under the same lock).
 //
-// Memory: 96 bytes. Every histogram series has one, so what only some need
+// Memory: 80 bytes. Every histogram series has one, so what only some need
 // (a summary's values, an exponential histogram's native form, the texts of
 // bounds that are not the family's) hangs off rare, allocated by the first
 // distribution that needs it.
@@ -135,12 +136,6 @@ type Dist struct {
 	Count  uint64
 	Sum    float64
 	HasSum bool
-	// Created is the start time of the series' current stream (unix
-	// nanoseconds; 0: unknown).
-	Created int64
-	// Timestamp is the point's timestamp (unix nanoseconds; 0: unknown),
-	// written with Options.Timestamps.
-	Timestamp int64
 	// Bounds are a histogram's upper bounds (ascending, without +Inf) or a
 	// summary's quantiles (ascending). Callers replace the slice when the
 	// bounds change; never mutate it in place.
@@ -238,13 +233,15 @@ func (d *Dist) ownTexts() *boundTexts {
 type Series struct {
 	labels string // label pairs escaped with underscores, no braces
 	bits   atomic.Uint64
-	// created is a counter's start time (unix nanoseconds; 0: unknown),
-	// written as OpenMetrics' _created and protobuf's created_timestamp.
-	// A histogram's or summary's is in its Dist.
+	// created is a counter's, histogram's or summary's start time (unix
+	// nanoseconds; 0: unknown), written as OpenMetrics' _created and
+	// protobuf's created_timestamp. A histogram's or summary's is written
+	// under page.mu with its Dist (UpdateHistogram), so that a scrape
+	// reads the two together; a counter's is written lock-free.
 	created atomic.Int64
-	// ts is a gauge's or counter's point timestamp (unix nanoseconds; 0:
-	// unknown), written with Options.Timestamps. A histogram's or
-	// summary's is in its Dist.
+	// ts is the point timestamp (unix nanoseconds; 0: unknown), written
+	// with Options.Timestamps; a histogram's or summary's is written as
+	// created is.
 	ts atomic.Int64
 	// dist holds a histogram's or summary's values (guarded by page.mu);
 	// nil for a gauge or counter. A field of its own rather than one of
@@ -319,19 +316,31 @@ type DistFiller interface {
 	Fill(*Dist)
 }
 
-// UpdateDist has fill write the series' distribution under its page lock, so
-// a scrape never sees a half-written histogram.
-func (s *Series) UpdateDist(now int64, fill DistFiller) { s.UpdateHistogram(now, fill, nil) }
+// PointTimes are a distribution point's start time (written as
+// OpenMetrics' _created and protobuf's created_timestamp) and timestamp
+// (written with Options.Timestamps), in unix nanoseconds; 0: unknown.
+type PointTimes struct {
+	Created, Timestamp int64
+}
 
-// UpdateHistogram is UpdateDist for a histogram whose point carries
-// exemplars: each replaces the one held for the bucket its value falls in,
-// under the same lock.
-func (s *Series) UpdateHistogram(now int64, fill DistFiller, ex []Exemplar) {
+// UpdateDist has fill write the series' distribution under its page lock, so
+// a scrape never sees a half-written histogram. Its times are unknown.
+func (s *Series) UpdateDist(now int64, fill DistFiller) {
+	s.UpdateHistogram(now, PointTimes{}, fill, nil)
+}
+
+// UpdateHistogram is UpdateDist for a point with times t, whose exemplars
+// ex each replace the one held for the bucket its value falls in, all
+// under the same lock. The times are kept in the Series (created, ts),
+// which a histogram's values do not use, rather than in every Dist.
+func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []Exemplar) {
 	s.page.mu.Lock()
 	if s.dist == nil {
 		s.dist = new(Dist) // a head series' (a bucket's comes with its own)
 	}
 	fill.Fill(s.dist)
+	s.created.Store(t.Created)
+	s.ts.Store(t.Timestamp)
 	s.histogramExemplars(s.dist, ex)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
@@ -372,7 +381,7 @@ type Options struct {
 	// canonical form.
 	ShortestBounds bool
 	// Timestamps writes each sample's point timestamp (SetTimestamp,
-	// Dist.Timestamp) after its value: milliseconds in the Prometheus text
+	// PointTimes.Timestamp) after its value: milliseconds in the Prometheus text
 	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
 	// without one (0) are written without.
 	Timestamps bool
