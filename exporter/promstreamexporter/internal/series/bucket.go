@@ -2,7 +2,6 @@ package series
 
 import (
 	"slices"
-	"unsafe"
 )
 
 // Shard buckets (issue 12). A family's first series fill its head: up to
@@ -44,15 +43,16 @@ import (
 // cache and TLB miss apiece. So a bucket hands out Series (with their Dist,
 // in a histogram or summary family) from arrays of about chunkSeries, label
 // bytes from arenas of up to chunkLabels and histograms' bucket counts from
-// arenas of up to chunkCounts. Nothing is reused: a removed series' slot,
-// label bytes and counts stay unused until the whole chunk is unreachable,
+// arenas of up to chunkCounts. Nothing is reused: a removed series'
+// slot, bytes and counts stay unused until the whole chunk is unreachable,
 // because a caller may hold a *Series past its removal (Family.Series'
 // contract) and reusing the slot would let a late write land on another
 // series. The price is retention: one live series keeps its chunks alive,
-// at worst about 9 KiB of Series (16 KiB with their Dists) and 8 KiB of
-// labels (and 8 KiB of counts) for that one series, when churn leaves a
-// single long-lived series per chunk; series removed in groups, or
-// long-lived, free or fill their chunks together.
+// at worst about 8 KiB of Series and 8 KiB of labels for that one series
+// (in a histogram family, 3 KiB of series and Dists, 2 KiB of labels and 2
+// KiB of counts), when churn leaves a single long-lived series per chunk;
+// series removed in groups, or long-lived, free or fill their chunks
+// together.
 // Chunks start small and double, up to that size: smaller chunks made whole
 // scrapes slower (a jump in memory every chunk; with 32 Series and 4 KiB,
 // a whole scrape cost 1.14 times what it did before buckets, against about
@@ -73,7 +73,7 @@ const (
 	headPages   = 4
 	chunkSeries = 64
 	chunkLabels = 8192
-	// A histogram or summary family's chunks (distSeries of 208 bytes,
+	// A histogram or summary family's chunks (distSeries of 192 bytes,
 	// label bytes, bucket counts).
 	chunkDists      = 16
 	chunkDistLabels = 2048
@@ -101,7 +101,7 @@ type bucket struct {
 }
 
 // distSeries is what a histogram or summary series in a bucket is
-// allocated as: the series and its distribution, side by side (208 bytes).
+// allocated as: the series and its distribution, side by side (192 bytes).
 type distSeries struct {
 	s Series
 	d Dist
@@ -176,28 +176,29 @@ func (b *bucket) carveCounts(n int) []uint64 {
 // many more as the allocation's size class holds (as append rounds up):
 // make's exact capacity leaves that room unused, and for a chunk of
 // pointerful elements past 512 bytes the malloc header (8 bytes) alone can
-// push a round size (64 Series of 128 bytes) into the next class, 9,472
-// bytes for 8,192, 20 bytes lost per series.
+// push a round size (64 elements of 128 bytes) into the next class, 9,472
+// bytes for 8,192, 20 bytes lost per element.
 func newChunk[T any](n int) []T { return slices.Grow([]T(nil), n) }
 
-// intern copies p into the arena and returns it as a string sharing the
+// intern copies p into the arena and returns it as a text sharing the
 // arena's memory: those bytes are never written again (the arena only
-// grows past them), so the string is immutable, as Go requires.
-func (b *bucket) intern(p []byte) string {
+// grows past them), so the text is immutable, as Go requires.
+func (b *bucket) intern(p []byte) text {
 	if len(p) == 0 {
-		return ""
+		return text{}
 	}
-	if cap(b.arena)-len(b.arena) < len(p) {
+	need := textSize(len(p))
+	if cap(b.arena)-len(b.arena) < need {
 		limit := chunkLabels
 		if b.dist {
 			limit = chunkDistLabels
 		}
 		size := min(limit, max(256, 2*cap(b.arena)))
-		b.arena = make([]byte, 0, max(size, len(p)))
+		b.arena = make([]byte, 0, max(size, need))
 	}
 	start := len(b.arena)
-	b.arena = append(b.arena, p...)
-	return unsafe.String(&b.arena[start], len(p))
+	b.arena = appendText(b.arena, p)
+	return text{&b.arena[start]}
 }
 
 // headFull reports whether a new series goes to a bucket: the head has

@@ -179,13 +179,13 @@ func TestBucketHistogramCounts(t *testing.T) {
 		}
 	}
 	for i, s := range all { // a second update: written in place
-		fill := want[s.labels]
+		fill := want[s.labels.String()]
 		if s.page.bucket != headBucket && fill.n == 3 && cap(s.dist.Counts) != 3 {
 			t.Fatalf("series %d: room for %d counts, want its family's 3", i, cap(s.dist.Counts))
 		}
 		fill.seed++
 		s.UpdateDist(2, fill)
-		want[s.labels] = fill
+		want[s.labels.String()] = fill
 	}
 	got := make(map[string][]string, n)
 	for line := range strings.SplitSeq(render(t, tbl), "\n") {
@@ -210,12 +210,12 @@ func TestBucketHistogramCounts(t *testing.T) {
 	}
 }
 
-// TestSeriesSizes: what every series pays. A Series of 128 bytes fills its
+// TestSeriesSizes: what every series pays. A Series of 112 bytes fills its
 // size class (a head series is allocated on its own), a bucket's histogram
-// (distSeries) is 208 bytes; a field more costs every one of them (see
+// (distSeries) is 192 bytes; a field more costs every one of them (see
 // TestMemoryPerSeries in the exporter for the whole cost).
 func TestSeriesSizes(t *testing.T) {
-	if s, d := unsafe.Sizeof(Series{}), unsafe.Sizeof(distSeries{}); s > 128 || d > 208 {
-		t.Fatalf("Series is %d bytes, distSeries %d; want at most 128 and 208", s, d)
+	if s, d := unsafe.Sizeof(Series{}), unsafe.Sizeof(distSeries{}); s > 112 || d > 192 {
+		t.Fatalf("Series is %d bytes, distSeries %d; want at most 112 and 192", s, d)
 	}
 }

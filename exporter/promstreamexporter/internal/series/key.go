@@ -78,9 +78,10 @@ func (sc *schemas) of(attrs pcommon.Map, scratch []byte) (int, []byte) {
 	return n, b
 }
 
-// pack encodes attrs under schema number n into scratch and returns an
-// exact-size copy (a series keeps it for life, so no slack is worth it).
-func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
+// pack encodes attrs under schema number n into scratch and returns it;
+// the caller keeps an exact-size copy (newText: a series keeps it for life,
+// so no slack is worth it).
+func pack(scratch []byte, n int, attrs pcommon.Map) []byte {
 	b := binary.AppendUvarint(scratch[:0], uint64(n))
 	for _, v := range attrs.All() {
 		switch v.Type() {
@@ -108,7 +109,7 @@ func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
 			b = append(b, s...)
 		}
 	}
-	return packedAttrs(b), b
+	return b
 }
 
 // equal reports whether attrs holds exactly the packed attributes in the

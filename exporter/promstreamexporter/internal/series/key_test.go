@@ -19,7 +19,7 @@ func TestPackedAttrsEquality(t *testing.T) {
 	a.PutEmptySlice("tags").AppendEmpty().SetStr("x")
 	var sc schemas
 	n, _ := sc.of(a, nil)
-	p, _ := pack(nil, n, a)
+	p := packedAttrs(pack(nil, n, a))
 
 	same := pcommon.NewMap()
 	a.CopyTo(same)
@@ -57,7 +57,7 @@ func TestPackedAttrsEquality(t *testing.T) {
 	}
 	empty := pcommon.NewMap()
 	en, _ := sc.of(empty, nil)
-	if pe, _ := pack(nil, en, empty); !pe.equal(&sc, pcommon.NewMap()) {
+	if pe := packedAttrs(pack(nil, en, empty)); !pe.equal(&sc, pcommon.NewMap()) {
 		t.Error("empty maps compare unequal")
 	}
 }
@@ -69,7 +69,7 @@ func TestPackedEqualDoesNotAllocate(t *testing.T) {
 	}
 	var sc schemas
 	n, _ := sc.of(a, nil)
-	p, _ := pack(nil, n, a)
+	p := packedAttrs(pack(nil, n, a))
 	if allocs := testing.AllocsPerRun(100, func() { _ = p.equal(&sc, a) }); allocs != 0 {
 		t.Fatalf("equal allocated %.1f times, want 0", allocs)
 	}
@@ -124,7 +124,7 @@ func BenchmarkMemoryPerCounterSeries(b *testing.B) {
 			}
 			s, _ := f.Series(uint64(i)*0x9e3779b97f4a7c15, &Key{Context: ctx, Attrs: attrs}, 1, list)
 			s.SetValue(1, 1)
-			labelBytes += len(s.labels) + len(f.name) + 2
+			labelBytes += len(s.labels.String()) + len(f.name) + 2
 		}
 		runtime.GC()
 		var after runtime.MemStats
