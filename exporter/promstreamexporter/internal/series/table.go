@@ -869,9 +869,22 @@ func (f *Family) insertLocked(s *Series, shard uint64) {
 	}
 	p.mu.Lock()
 	s.page = p
-	p.series = append(p.series, s)
-	p.hashes = append(p.hashes, shard)
+	p.series = append(growColumn(p.series, size), s)
+	p.hashes = append(growColumn(p.hashes, size), shard)
 	p.mu.Unlock()
+}
+
+// growColumn returns a page column with room for one more element: c
+// itself, or, when it is full, a copy with room for half as many again (up
+// to size, the page's). A bucket page starts small and grows as series
+// come; append would double it, and the unused half of the last page of
+// each of 64 buckets cost a counter family 10 bytes per series at 11,000
+// series, 5 growing this way.
+func growColumn[T any](c []T, size int) []T {
+	if len(c) < cap(c) {
+		return c
+	}
+	return append(newChunk[T](min(size, cap(c)+max(8, cap(c)/2))), c...)
 }
 
 // newPage returns an empty page of the head (bucket headBucket) or of a
