@@ -99,11 +99,16 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 }
 
 // protoLabels returns the series' labels as encoded LabelPair fields, built
-// on the first protobuf scrape from the text rendering and kept (the caller
-// holds the page lock).
-func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) []byte {
-	text := s.labelsFor(e, scratch, keepEmpty)
+// on the first protobuf scrape from the text rendering and kept, an exact
+// copy (the caller holds the page lock). scratch is the Writer's.
+func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
+	rendered := s.labelsFor(e, scratch, keepEmpty)
+	if rendered == "" {
+		return "" // no LabelPair, nothing to keep
+	}
 	if s.utf8() == "" || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
+		// rendered is the series' own (labelsFor wrote nothing into
+		// scratch), so scratch can hold the encoding.
 		if s.extra == nil {
 			s.extra = new(seriesExtra)
 		}
@@ -111,19 +116,20 @@ func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty b
 		if e == exposition.EscapeNone && s.extra.utf8 != "" {
 			cache = &s.extra.protoUTF8
 		}
-		if *cache == nil {
-			*cache = encodeLabelPairs(nil, text)
+		if cache.p == nil {
+			*scratch = encodeLabelPairs((*scratch)[:0], rendered)
+			*cache = newText(*scratch)
 		}
-		return *cache
+		return cache.String()
 	}
-	return encodeLabelPairs(nil, text)
+	return string(encodeLabelPairs(nil, rendered))
 }
 
 // encodeLabelPairs turns our own rendering `a="x",b="y"` (names possibly
 // quoted, values escaped) into LabelPair fields.
 func encodeLabelPairs(dst []byte, text string) []byte {
 	if dst == nil {
-		dst = make([]byte, 0, len(text)+16) // non-nil even when empty: the cache reads nil as "not built"
+		dst = make([]byte, 0, len(text)+16) // a pair's encoding is 2 bytes longer than its text
 	}
 	for len(text) > 0 {
 		var name, value []byte

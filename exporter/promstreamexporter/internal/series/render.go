@@ -194,8 +194,8 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 			sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
 		}
 		if x := s.extra; x != nil {
-			if n := len(x.proto); n > 0 {
-				sum += x.proto[0] + x.proto[n-1]
+			if p := x.proto.String(); len(p) > 0 {
+				sum += p[0] + p[len(p)-1]
 			}
 		}
 	}

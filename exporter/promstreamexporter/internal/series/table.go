@@ -275,7 +275,7 @@ type seriesExtra struct {
 	list []exposition.Label
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
-	proto, protoUTF8 []byte
+	proto, protoUTF8 text
 	// canonical is the sorted rendering that identifies a series whose
 	// labels are written in their source's order (Options.Unsorted), when it
 	// differs from the written one.
