@@ -112,10 +112,10 @@ func TestMemoryPerSeries(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		histogram bool
-		limit     float64 // bytes/series; measured well below (see the log)
+		limit     float64 // bytes/series: about 1.25 times what was measured (382, 571 on amd64)
 	}{
-		{"counter", false, 600},
-		{"histogram", true, 900},
+		{"counter", false, 480},
+		{"histogram", true, 700},
 	} {
 		md := memoryMetrics(memorySeries, c.histogram)
 		per, scraped, proto := heapPerSeries(t, md, memorySeries)
