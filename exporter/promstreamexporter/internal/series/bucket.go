@@ -2,6 +2,7 @@ package series
 
 import (
 	"slices"
+	"unsafe"
 )
 
 // Shard buckets (issue 12). A family's first series fill its head: up to
@@ -156,7 +157,7 @@ func (b *bucket) newSeries(labels []byte, counts int) *Series {
 		b.slab = b.slab[:len(b.slab)+1]
 		s = &b.slab[len(b.slab)-1]
 	}
-	s.labels = b.intern(labels)
+	s.setLabels(b.intern(labels))
 	return s
 }
 
@@ -180,25 +181,24 @@ func (b *bucket) carveCounts(n int) []uint64 {
 // bytes for 8,192, 20 bytes lost per element.
 func newChunk[T any](n int) []T { return slices.Grow([]T(nil), n) }
 
-// intern copies p into the arena and returns it as a text sharing the
+// intern copies p into the arena and returns it as a string sharing the
 // arena's memory: those bytes are never written again (the arena only
-// grows past them), so the text is immutable, as Go requires.
-func (b *bucket) intern(p []byte) text {
+// grows past them), so the string is immutable, as Go requires.
+func (b *bucket) intern(p []byte) string {
 	if len(p) == 0 {
-		return text{}
+		return ""
 	}
-	need := textSize(len(p))
-	if cap(b.arena)-len(b.arena) < need {
+	if cap(b.arena)-len(b.arena) < len(p) {
 		limit := chunkLabels
 		if b.dist {
 			limit = chunkDistLabels
 		}
 		size := min(limit, max(256, 2*cap(b.arena)))
-		b.arena = make([]byte, 0, max(size, need))
+		b.arena = make([]byte, 0, max(size, len(p)))
 	}
 	start := len(b.arena)
-	b.arena = appendText(b.arena, p)
-	return text{&b.arena[start]}
+	b.arena = append(b.arena, p...)
+	return unsafe.String(&b.arena[start], len(p))
 }
 
 // headFull reports whether a new series goes to a bucket: the head has

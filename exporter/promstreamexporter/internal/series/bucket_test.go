@@ -179,13 +179,13 @@ func TestBucketHistogramCounts(t *testing.T) {
 		}
 	}
 	for i, s := range all { // a second update: written in place
-		fill := want[s.labels.String()]
+		fill := want[s.labels()]
 		if s.page.bucket != headBucket && fill.n == 3 && cap(s.dist.Counts) != 3 {
 			t.Fatalf("series %d: room for %d counts, want its family's 3", i, cap(s.dist.Counts))
 		}
 		fill.seed++
 		s.UpdateDist(2, fill)
-		want[s.labels.String()] = fill
+		want[s.labels()] = fill
 	}
 	got := make(map[string][]string, n)
 	for line := range strings.SplitSeq(render(t, tbl), "\n") {

@@ -124,7 +124,7 @@ func BenchmarkMemoryPerCounterSeries(b *testing.B) {
 			}
 			s, _ := f.Series(uint64(i)*0x9e3779b97f4a7c15, &Key{Context: ctx, Attrs: attrs}, 1, list)
 			s.SetValue(1, 1)
-			labelBytes += len(s.labels.String()) + len(f.name) + 2
+			labelBytes += len(s.labels()) + len(f.name) + 2
 		}
 		runtime.GC()
 		var after runtime.MemStats

@@ -102,27 +102,39 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 // on the first protobuf scrape from the text rendering and kept, an exact
 // copy (the caller holds the page lock). scratch is the Writer's.
 func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
+	utf8 := s.utf8() != ""
+	if utf8 && e != exposition.EscapeUnderscores && e != exposition.EscapeNone {
+		// The dots or values scheme of a UTF-8 series: rendered at scrape
+		// time (labelsFor), so not kept either (rare; allocates).
+		return string(encodeLabelPairs(nil, s.labelsFor(e, scratch, keepEmpty)))
+	}
+	if x := s.extra; x != nil {
+		if cache := x.protoCache(e, utf8); cache.p != nil {
+			return cache.String() // the label text is not even read
+		}
+	}
 	rendered := s.labelsFor(e, scratch, keepEmpty)
 	if rendered == "" {
 		return "" // no LabelPair, nothing to keep
 	}
-	if s.utf8() == "" || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
-		// rendered is the series' own (labelsFor wrote nothing into
-		// scratch), so scratch can hold the encoding.
-		if s.extra == nil {
-			s.extra = new(seriesExtra)
-		}
-		cache := &s.extra.proto
-		if e == exposition.EscapeNone && s.extra.utf8 != "" {
-			cache = &s.extra.protoUTF8
-		}
-		if cache.p == nil {
-			*scratch = encodeLabelPairs((*scratch)[:0], rendered)
-			*cache = newText(*scratch)
-		}
-		return cache.String()
+	if s.extra == nil {
+		s.extra = new(seriesExtra)
 	}
-	return string(encodeLabelPairs(nil, rendered))
+	// rendered is the series' own (labelsFor wrote nothing into scratch
+	// for these schemes), so scratch can hold the encoding.
+	cache := s.extra.protoCache(e, utf8)
+	*scratch = encodeLabelPairs((*scratch)[:0], rendered)
+	*cache = newText(*scratch)
+	return cache.String()
+}
+
+// protoCache is where the LabelPair encoding of escaping e is kept for a
+// series (utf8: one with a UTF-8 rendering).
+func (x *seriesExtra) protoCache(e exposition.Escaping, utf8 bool) *text {
+	if e == exposition.EscapeNone && utf8 {
+		return &x.protoUTF8
+	}
+	return &x.proto
 }
 
 // encodeLabelPairs turns our own rendering `a="x",b="y"` (names possibly

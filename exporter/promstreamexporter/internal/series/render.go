@@ -187,7 +187,7 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 	var sum byte
 	for _, s := range picked {
 		sum += byte(s.bits.Load())
-		if l := s.labels.String(); len(l) > 0 {
+		if l := s.labels(); len(l) > 0 {
 			sum += l[0] + l[len(l)-1]
 		}
 		if d := s.dist; d != nil && len(d.Counts) > 0 {
@@ -311,13 +311,13 @@ func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist, ts [
 // names under the NoUTF8Escaping strategies and a dots or values scraper).
 func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
 	if s.extra == nil || s.extra.utf8 == "" {
-		return s.labels.String()
+		return s.labels()
 	}
 	switch e {
 	case exposition.EscapeNone:
 		return s.extra.utf8
 	case exposition.EscapeUnderscores:
-		return s.labels.String()
+		return s.labels()
 	default:
 		*scratch = appendPairs((*scratch)[:0], s.extra.list, e, keepEmpty)
 		return string(*scratch)

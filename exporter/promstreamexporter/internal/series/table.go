@@ -80,6 +80,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -231,10 +232,20 @@ func (d *Dist) ownTexts() *boundTexts {
 // everything rarer off extra.
 //
 // What a scrape reads (labels, bits, extra) comes first, so it shares a
-// cache line or two with nothing else.
+// cache line or two with nothing else. gone is among it (it fills ln's
+// 8 bytes): an update that reads it writes bits or dist there anyway.
 type Series struct {
-	labels text // label pairs escaped with underscores, no braces
-	bits   atomic.Uint64
+	// lp and ln are the series' label pairs, escaped with underscores, no
+	// braces (labels): a pointer and a 32-bit length beside gone, 8 bytes
+	// less than a string header. A scrape reads them for every series, so
+	// they are not a text (whose length would be decoded each time).
+	lp *byte
+	ln uint32 // a series' labels come from a request, far below 4 GiB
+	// gone is set when the series leaves its family (Remove, Expire): a
+	// lookup that found it in the index without the family lock checks it
+	// after stamping updated (see Family.Series).
+	gone atomic.Bool
+	bits atomic.Uint64
 	// created is a counter's, histogram's or summary's start time (unix
 	// nanoseconds; 0: unknown), written as OpenMetrics' _created and
 	// protobuf's created_timestamp. A histogram's or summary's is written
@@ -256,11 +267,18 @@ type Series struct {
 	ex      *exemplars
 	page    *page // in the head or its bucket (bucket.go)
 	updated atomic.Int64
-	// gone is set when the series leaves its family (Remove, Expire): a
-	// lookup that found it in the index without the family lock checks it
-	// after stamping updated (see Family.Series).
-	gone  atomic.Bool
-	first entry // the index entry of the series' first key
+	first   entry // the index entry of the series' first key
+}
+
+// labels returns the series' label pairs (lp, ln), sharing their bytes:
+// they are never written once the series has them (a bucket's arena only
+// grows past them), so the string is immutable, as Go requires.
+func (s *Series) labels() string { return unsafe.String(s.lp, s.ln) }
+
+// setLabels makes labels the series' label pairs; the caller gives up
+// labels' bytes, which must never be written again.
+func (s *Series) setLabels(labels string) {
+	s.lp, s.ln = unsafe.StringData(labels), uint32(len(labels))
 }
 
 // removed reports whether the series left its family.
@@ -793,7 +811,7 @@ func (s *Series) ownLabels() string {
 	if u := s.utf8(); u != "" {
 		return u
 	}
-	return s.labels.String()
+	return s.labels()
 }
 
 // sortedLabels returns a copy of list sorted by name (stable: a list has no
@@ -835,7 +853,9 @@ func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
 	if size := f.pageSize(); f.headFull(size) {
 		return f.bucket(shard).newSeries(rendered, f.inlineCounts())
 	}
-	return &Series{labels: newText(rendered)}
+	s := new(Series)
+	s.setLabels(string(rendered))
+	return s
 }
 
 // inlineCounts is the room for bucket counts a new histogram of the family

@@ -6,10 +6,13 @@ import (
 )
 
 // text is an immutable string held as one pointer, 8 bytes where a string
-// header takes 16: its bytes are preceded by their length, a uvarint. Every
-// series holds two, its label pairs and its first key's packed attributes,
-// so they take a Series from 128 bytes to 112 (a size class down, for a
-// series allocated on its own). Reading one decodes a byte or two.
+// header takes 16: its bytes are preceded by their length, a uvarint.
+// Every series' first key keeps its packed attributes as one, which, with
+// the labels' 32-bit length (Series.ln), takes a Series from 128 bytes to
+// 112 (a size class down, for a series allocated on its own). Reading one
+// decodes a byte or two, and touches its bytes' memory: so it is for what
+// is read to be compared or copied whole (packed attributes, protobuf
+// labels), not for what a caller needs only the length of.
 //
 // The bytes are never written once a text points at them (they are in a
 // bucket's arena, which only grows past them, or in an allocation of their
