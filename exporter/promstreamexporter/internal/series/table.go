@@ -278,6 +278,9 @@ func (s *Series) labels() string { return unsafe.String(s.lp, s.ln) }
 // setLabels makes labels the series' label pairs; the caller gives up
 // labels' bytes, which must never be written again.
 func (s *Series) setLabels(labels string) {
+	if uint64(len(labels)) > math.MaxUint32 {
+		panic("series: labels longer than 4 GiB") // never from a request
+	}
 	s.lp, s.ln = unsafe.StringData(labels), uint32(len(labels))
 }
 
