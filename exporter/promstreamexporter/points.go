@@ -26,10 +26,12 @@ type pointWriter struct {
 	now    int64
 	attrs  pcommon.Map
 	labels []exposition.Label
-	// The distribution point being stored, read by Fill.
+	// The distribution point being stored, read by Fill, and its times
+	// (pointTimes).
 	hist    pmetric.HistogramDataPoint
 	summary pmetric.SummaryDataPoint
 	expo    pmetric.ExponentialHistogramDataPoint
+	times   series.PointTimes
 	fill    func(*pointWriter, *series.Dist)
 	// ex holds the current point's exemplars (reused: no allocation once
 	// grown).
@@ -120,13 +122,11 @@ type pointSlice[P any] interface {
 type distPoint interface {
 	Attributes() pcommon.Map
 	Flags() pmetric.DataPointFlags
-	StartTimestamp() pcommon.Timestamp
-	Timestamp() pcommon.Timestamp
 }
 
 // storeDists stores the points of a distribution metric: hold keeps the
-// point where fill (run under the series' page lock) reads it, and its
-// exemplars in p.ex.
+// point where fill (run under the series' page lock) reads it, its times
+// in p.times and its exemplars in p.ex.
 func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
@@ -134,15 +134,26 @@ func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*
 			p.ex = p.ex[:0]
 			hold(p, dp)
 			p.fill = fill
-			t := series.PointTimes{Created: int64(dp.StartTimestamp()), Timestamp: int64(dp.Timestamp())}
-			s.UpdateHistogram(p.now, t, p, p.ex)
+			s.UpdateHistogram(p.now, p.times, p, p.ex)
 		}
 	}
+}
+
+// pointTimes are a distribution point's times as its series keeps them:
+// the timestamp only with send_timestamps (a gauge's or counter's is set
+// only then too), so that without it an update writes none.
+func (p *pointWriter) pointTimes(start, ts pcommon.Timestamp) series.PointTimes {
+	t := series.PointTimes{Created: int64(start)}
+	if p.e.cfg.SendTimestamps {
+		t.Timestamp = int64(ts)
+	}
+	return t
 }
 
 func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) {
 		p.hist = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillHistogram)
 }
@@ -163,7 +174,10 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) { p.summary = dp }, fillSummary)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) {
+		p.summary = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
+	}, fillSummary)
 }
 
 func fillSummary(p *pointWriter, d *series.Dist) {
@@ -191,6 +205,7 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) {
 		p.expo = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillExponential)
 }

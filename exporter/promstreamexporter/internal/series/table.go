@@ -340,7 +340,8 @@ type DistFiller interface {
 
 // PointTimes are a distribution point's start time (written as
 // OpenMetrics' _created and protobuf's created_timestamp) and timestamp
-// (written with Options.Timestamps), in unix nanoseconds; 0: unknown.
+// (written with Options.Timestamps, so a caller without it may pass 0), in
+// unix nanoseconds; 0: unknown.
 type PointTimes struct {
 	Created, Timestamp int64
 }
@@ -361,8 +362,16 @@ func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []
 		s.dist = new(Dist) // a head series' (a bucket's comes with its own)
 	}
 	fill.Fill(s.dist)
-	s.created.Store(t.Created)
-	s.ts.Store(t.Timestamp)
+	// Stored only when they change: an atomic store is a locked
+	// instruction, and a stream's start time (and its timestamp without
+	// send_timestamps, which callers then pass as 0) does not change.
+	// Under the page lock, no other writer can come between.
+	if s.created.Load() != t.Created {
+		s.created.Store(t.Created)
+	}
+	if s.ts.Load() != t.Timestamp {
+		s.ts.Store(t.Timestamp)
+	}
 	s.histogramExemplars(s.dist, ex)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
@@ -547,7 +556,7 @@ type entry struct {
 }
 
 func (e *entry) matches(sc *schemas, key *Key) bool {
-	return e.ctx == key.Context && packedAttrs(e.attrs.String()).equal(sc, key.Attrs)
+	return e.ctx == key.Context && e.attrs.equalAttrs(sc, key.Attrs)
 }
 
 type page struct {
