@@ -233,7 +233,8 @@ func (d *Dist) ownTexts() *boundTexts {
 //
 // What a scrape reads (labels, bits, extra) comes first, so it shares a
 // cache line or two with nothing else. gone is among it (it fills ln's
-// 8 bytes): an update that reads it writes bits or dist there anyway.
+// 8 bytes): an update, which reads it, reads or writes bits or dist there
+// anyway.
 type Series struct {
 	// lp and ln are the series' label pairs, escaped with underscores, no
 	// braces (labels): a pointer and a 32-bit length beside gone, 8 bytes
