@@ -26,10 +26,12 @@ type pointWriter struct {
 	now    int64
 	attrs  pcommon.Map
 	labels []exposition.Label
-	// The distribution point being stored, read by Fill.
+	// The distribution point being stored, read by Fill, and its times
+	// (pointTimes).
 	hist    pmetric.HistogramDataPoint
 	summary pmetric.SummaryDataPoint
 	expo    pmetric.ExponentialHistogramDataPoint
+	times   series.PointTimes
 	fill    func(*pointWriter, *series.Dist)
 	// ex holds the current point's exemplars (reused: no allocation once
 	// grown).
@@ -123,8 +125,8 @@ type distPoint interface {
 }
 
 // storeDists stores the points of a distribution metric: hold keeps the
-// point where fill (run under the series' page lock) reads it, and its
-// exemplars in p.ex.
+// point where fill (run under the series' page lock) reads it, its times
+// in p.times and its exemplars in p.ex.
 func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
@@ -132,14 +134,26 @@ func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*
 			p.ex = p.ex[:0]
 			hold(p, dp)
 			p.fill = fill
-			s.UpdateHistogram(p.now, p, p.ex)
+			s.UpdateHistogram(p.now, p.times, p, p.ex)
 		}
 	}
+}
+
+// pointTimes are a distribution point's times as its series keeps them:
+// the timestamp only with send_timestamps (a gauge's or counter's is set
+// only then too), so that without it an update writes none.
+func (p *pointWriter) pointTimes(start, ts pcommon.Timestamp) series.PointTimes {
+	t := series.PointTimes{Created: int64(start)}
+	if p.e.cfg.SendTimestamps {
+		t.Timestamp = int64(ts)
+	}
+	return t
 }
 
 func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) {
 		p.hist = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillHistogram)
 }
@@ -157,12 +171,13 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 		d.Counts[j] = cum
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) { p.summary = dp }, fillSummary)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) {
+		p.summary = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
+	}, fillSummary)
 }
 
 func fillSummary(p *pointWriter, d *series.Dist) {
@@ -174,13 +189,11 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 			d.Bounds[j] = qs.At(j).Quantile()
 		}
 	}
-	d.Values = resizeFloat(d.Values, qs.Len())
-	for j := range d.Values {
-		d.Values[j] = qs.At(j).Value()
+	values := d.ResizeValues(qs.Len())
+	for j := range values {
+		values[j] = qs.At(j).Value()
 	}
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), true
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
 }
 
 // exponential stores exponential histograms. In the text formats they are
@@ -192,6 +205,7 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) {
 		p.expo = dp
+		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillExponential)
 }
@@ -238,9 +252,7 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 	}
 	d.Counts = counts
 	d.Count, d.Sum, d.HasSum = dp.Count(), dp.Sum(), dp.HasSum()
-	d.Created = int64(dp.StartTimestamp())
-	d.Timestamp = int64(dp.Timestamp())
-	d.Native = nativeOf(d.Native, dp)
+	d.SetNative(nativeOf(d.Native(), dp))
 }
 
 // Prometheus native histograms take schemas -4 to 8; OTel scales go to 20.
@@ -321,11 +333,4 @@ func resize(s []uint64, n int) []uint64 {
 		return s[:n]
 	}
 	return make([]uint64, n)
-}
-
-func resizeFloat(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]float64, n)
 }

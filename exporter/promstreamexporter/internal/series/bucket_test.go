@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -130,5 +131,91 @@ func TestSharedBoundTexts(t *testing.T) {
 	want := `le="0.0" le="1.0" le="+Inf" le="0.0" le="1.0" le="+Inf" le="-0.0" le="2.0" le="+Inf"`
 	if got := strings.Join(les, " "); got != want {
 		t.Fatalf("le texts:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// fillSeq fills a histogram with n bounds (1, 2, ...) and counts seed,
+// seed+1, ...
+type fillSeq struct{ n, seed int }
+
+func (f fillSeq) Fill(d *Dist) {
+	d.Bounds = make([]float64, f.n)
+	for i := range d.Bounds {
+		d.Bounds[i] = float64(i + 1)
+	}
+	d.Counts = resizeCounts(d.Counts, f.n)
+	for i := range d.Counts {
+		d.Counts[i] = uint64(f.seed + i)
+	}
+	d.Count = uint64(f.seed + f.n)
+}
+
+// TestBucketHistogramCounts: histograms beyond the head get room for their
+// family's bounds from their bucket's counts arena; one with more bounds
+// (or other bounds) than that room grows its own, never into a
+// neighbour's, and every series renders its own counts.
+func TestBucketHistogramCounts(t *testing.T) {
+	tbl := New(Options{})
+	f, _ := tbl.Family("h", "", exposition.TypeHistogram)
+	const n = headPages*distPageSize + 2000
+	want := make(map[string]fillSeq, n)
+	var all []*Series
+	for i := range n {
+		k := Key{Context: kong, Attrs: pcommon.NewMap()}
+		k.Attrs.PutInt("i", int64(i))
+		s, err := f.Series(uint64(i), &k, 1, labelList{{Name: "i", Value: strconv.Itoa(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill := fillSeq{n: 3, seed: i * 100}
+		if i%7 == 3 {
+			fill.n = maxInline + 5 // more than any room given
+		}
+		s.UpdateDist(1, fill)
+		want[`i="`+strconv.Itoa(i)+`"`] = fill
+		all = append(all, s)
+		if i == 0 {
+			render(t, tbl) // the family's bounds are known from here on
+		}
+	}
+	for i, s := range all { // a second update: written in place
+		fill := want[s.labels()]
+		if s.page.bucket != headBucket && fill.n == 3 && cap(s.dist.Counts) != 3 {
+			t.Fatalf("series %d: room for %d counts, want its family's 3", i, cap(s.dist.Counts))
+		}
+		fill.seed++
+		s.UpdateDist(2, fill)
+		want[s.labels()] = fill
+	}
+	got := make(map[string][]string, n)
+	for line := range strings.SplitSeq(render(t, tbl), "\n") {
+		if !strings.HasPrefix(line, "h_bucket{") {
+			continue
+		}
+		labels := line[len("h_bucket{"):strings.Index(line, `,le=`)]
+		got[labels] = append(got[labels], line[strings.LastIndexByte(line, ' ')+1:])
+	}
+	if len(got) != n {
+		t.Fatalf("%d histograms rendered, want %d", len(got), n)
+	}
+	for labels, fill := range want {
+		var w []string
+		for j := range fill.n {
+			w = append(w, strconv.Itoa(fill.seed+j))
+		}
+		w = append(w, strconv.Itoa(fill.seed+fill.n))
+		if g := strings.Join(got[labels], " "); g != strings.Join(w, " ") {
+			t.Fatalf("%s: counts %s, want %s", labels, g, strings.Join(w, " "))
+		}
+	}
+}
+
+// TestSeriesSizes: what every series pays. A Series of 112 bytes fills its
+// size class (a head series is allocated on its own), a bucket's histogram
+// (distSeries) is 192 bytes; a field more costs every one of them (see
+// TestMemoryPerSeries in the exporter for the whole cost).
+func TestSeriesSizes(t *testing.T) {
+	if s, d := unsafe.Sizeof(Series{}), unsafe.Sizeof(distSeries{}); s > 112 || d > 192 {
+		t.Fatalf("Series is %d bytes, distSeries %d; want at most 112 and 192", s, d)
 	}
 }

@@ -78,9 +78,10 @@ func (sc *schemas) of(attrs pcommon.Map, scratch []byte) (int, []byte) {
 	return n, b
 }
 
-// pack encodes attrs under schema number n into scratch and returns an
-// exact-size copy (a series keeps it for life, so no slack is worth it).
-func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
+// pack encodes attrs under schema number n into scratch and returns it;
+// the caller keeps an exact-size copy (newText: a series keeps it for life,
+// so no slack is worth it).
+func pack(scratch []byte, n int, attrs pcommon.Map) []byte {
 	b := binary.AppendUvarint(scratch[:0], uint64(n))
 	for _, v := range attrs.All() {
 		switch v.Type() {
@@ -108,14 +109,17 @@ func pack(scratch []byte, n int, attrs pcommon.Map) (packedAttrs, []byte) {
 			b = append(b, s...)
 		}
 	}
-	return packedAttrs(b), b
+	return b
 }
 
-// equal reports whether attrs holds exactly the packed attributes in the
-// same key order (a source that reorders its attributes gets one entry per
-// order, found through the series' rendered labels). Allocation free for
-// scalar values.
-func (p packedAttrs) equal(sc *schemas, attrs pcommon.Map) bool {
+// equalAttrs reports whether attrs holds exactly the packed attributes t
+// (packedAttrs) in the same key order (a source that reorders its
+// attributes gets one entry per order, found through the series' rendered
+// labels). Allocation free for scalar values. A method of the text, which
+// it decodes itself, so that a lookup (index.find, entry.matches inlined)
+// makes one call, as it did when an entry kept a string.
+func (t text) equalAttrs(sc *schemas, attrs pcommon.Map) bool {
+	p := packedAttrs(t.String())
 	n, used := uvarint(string(p))
 	list := sc.keys()
 	if used <= 0 || int(n) >= len(list) {

@@ -19,11 +19,11 @@ func TestPackedAttrsEquality(t *testing.T) {
 	a.PutEmptySlice("tags").AppendEmpty().SetStr("x")
 	var sc schemas
 	n, _ := sc.of(a, nil)
-	p, _ := pack(nil, n, a)
+	p := newText(pack(nil, n, a))
 
 	same := pcommon.NewMap()
 	a.CopyTo(same)
-	if !p.equal(&sc, same) {
+	if !p.equalAttrs(&sc, same) {
 		t.Fatal("a copy compares unequal")
 	}
 	reordered := pcommon.NewMap()
@@ -32,7 +32,7 @@ func TestPackedAttrsEquality(t *testing.T) {
 	reordered.PutDouble("ratio", 0.5)
 	reordered.PutBool("ok", true)
 	reordered.PutEmptySlice("tags").AppendEmpty().SetStr("x")
-	if p.equal(&sc, reordered) {
+	if p.equalAttrs(&sc, reordered) {
 		t.Fatal("another key order compares equal: entries are per order by design")
 	}
 	if m, _ := sc.of(reordered, nil); m == n {
@@ -51,13 +51,13 @@ func TestPackedAttrsEquality(t *testing.T) {
 		m := pcommon.NewMap()
 		a.CopyTo(m)
 		mutate(m)
-		if p.equal(&sc, m) {
+		if p.equalAttrs(&sc, m) {
 			t.Errorf("%s: compares equal", name)
 		}
 	}
 	empty := pcommon.NewMap()
 	en, _ := sc.of(empty, nil)
-	if pe, _ := pack(nil, en, empty); !pe.equal(&sc, pcommon.NewMap()) {
+	if pe := newText(pack(nil, en, empty)); !pe.equalAttrs(&sc, pcommon.NewMap()) {
 		t.Error("empty maps compare unequal")
 	}
 }
@@ -69,8 +69,8 @@ func TestPackedEqualDoesNotAllocate(t *testing.T) {
 	}
 	var sc schemas
 	n, _ := sc.of(a, nil)
-	p, _ := pack(nil, n, a)
-	if allocs := testing.AllocsPerRun(100, func() { _ = p.equal(&sc, a) }); allocs != 0 {
+	p := newText(pack(nil, n, a))
+	if allocs := testing.AllocsPerRun(100, func() { _ = p.equalAttrs(&sc, a) }); allocs != 0 {
 		t.Fatalf("equal allocated %.1f times, want 0", allocs)
 	}
 }
@@ -124,7 +124,7 @@ func BenchmarkMemoryPerCounterSeries(b *testing.B) {
 			}
 			s, _ := f.Series(uint64(i)*0x9e3779b97f4a7c15, &Key{Context: ctx, Attrs: attrs}, 1, list)
 			s.SetValue(1, 1)
-			labelBytes += len(s.labels) + len(f.name) + 2
+			labelBytes += len(s.labels()) + len(f.name) + 2
 		}
 		runtime.GC()
 		var after runtime.MemStats

@@ -99,31 +99,49 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 }
 
 // protoLabels returns the series' labels as encoded LabelPair fields, built
-// on the first protobuf scrape from the text rendering and kept (the caller
-// holds the page lock).
-func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) []byte {
-	text := s.labelsFor(e, scratch, keepEmpty)
-	if s.utf8() == "" || e == exposition.EscapeUnderscores || e == exposition.EscapeNone {
-		if s.extra == nil {
-			s.extra = new(seriesExtra)
-		}
-		cache := &s.extra.proto
-		if e == exposition.EscapeNone && s.extra.utf8 != "" {
-			cache = &s.extra.protoUTF8
-		}
-		if *cache == nil {
-			*cache = encodeLabelPairs(nil, text)
-		}
-		return *cache
+// on the first protobuf scrape from the text rendering and kept, an exact
+// copy (the caller holds the page lock). scratch is the Writer's.
+func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
+	utf8 := s.utf8() != ""
+	if utf8 && e != exposition.EscapeUnderscores && e != exposition.EscapeNone {
+		// The dots or values scheme of a UTF-8 series: rendered at scrape
+		// time (labelsFor), so not kept either (rare; allocates).
+		return string(encodeLabelPairs(nil, s.labelsFor(e, scratch, keepEmpty)))
 	}
-	return encodeLabelPairs(nil, text)
+	if x := s.extra; x != nil {
+		if cache := x.protoCache(e, utf8); cache.p != nil {
+			return cache.String() // the label text is not even read
+		}
+	}
+	rendered := s.labelsFor(e, scratch, keepEmpty)
+	if rendered == "" {
+		return "" // no LabelPair, nothing to keep
+	}
+	if s.extra == nil {
+		s.extra = new(seriesExtra)
+	}
+	// rendered is the series' own (labelsFor wrote nothing into scratch
+	// for these schemes), so scratch can hold the encoding.
+	cache := s.extra.protoCache(e, utf8)
+	*scratch = encodeLabelPairs((*scratch)[:0], rendered)
+	*cache = newText(*scratch)
+	return cache.String()
+}
+
+// protoCache is where the LabelPair encoding of escaping e is kept for a
+// series (utf8: one with a UTF-8 rendering).
+func (x *seriesExtra) protoCache(e exposition.Escaping, utf8 bool) *text {
+	if e == exposition.EscapeNone && utf8 {
+		return &x.protoUTF8
+	}
+	return &x.proto
 }
 
 // encodeLabelPairs turns our own rendering `a="x",b="y"` (names possibly
 // quoted, values escaped) into LabelPair fields.
 func encodeLabelPairs(dst []byte, text string) []byte {
 	if dst == nil {
-		dst = make([]byte, 0, len(text)+16) // non-nil even when empty: the cache reads nil as "not built"
+		dst = make([]byte, 0, len(text)+16) // a pair's encoding is 2 bytes longer than its text
 	}
 	for len(text) > 0 {
 		var name, value []byte
@@ -184,7 +202,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		var ts int64
 		if f.table.opts.Timestamps {
-			ts = s.timestamp(f.typ)
+			ts = s.ts.Load()
 		}
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
@@ -217,38 +235,38 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	case exposition.TypeSummary:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return b
 		}
 		return message(b, 4, func(b []byte) []byte {
 			b = appendVarint(b, 1, d.Count)
 			b = appendDouble(b, 2, d.Sum)
-			for i, v := range d.Values {
+			for i, v := range d.Values() {
 				b = message(b, 3, func(b []byte) []byte {
 					b = appendDouble(b, 1, d.Bounds[i])
 					return appendDouble(b, 2, v)
 				})
 			}
-			return appendTimestamp(b, 4, d.Created) // Summary.created_timestamp
+			return appendTimestamp(b, 4, s.created.Load()) // Summary.created_timestamp
 		})
 	case exposition.TypeHistogram:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return b
 		}
-		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.ex) })
+		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.created.Load(), s.ex) })
 	default:
 		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	}
 }
 
-func appendProtoHistogram(b []byte, d *Dist, ex *exemplars) []byte {
+func appendProtoHistogram(b []byte, d *Dist, created int64, ex *exemplars) []byte {
 	b = appendVarint(b, 1, d.Count)
 	if d.HasSum {
 		b = appendDouble(b, 2, d.Sum)
 	}
-	b = appendTimestamp(b, 15, d.Created) // Histogram.created_timestamp
+	b = appendTimestamp(b, 15, created) // Histogram.created_timestamp
 	j := 0
 	for i, c := range d.Counts {
 		b = message(b, 3, func(b []byte) []byte {
@@ -273,7 +291,7 @@ func appendProtoHistogram(b []byte, d *Dist, ex *exemplars) []byte {
 			})
 		}
 	}
-	n := d.Native
+	n := d.Native()
 	if n == nil {
 		return b
 	}

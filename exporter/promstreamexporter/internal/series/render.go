@@ -187,15 +187,15 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 	var sum byte
 	for _, s := range picked {
 		sum += byte(s.bits.Load())
-		if n := len(s.labels); n > 0 {
-			sum += s.labels[0] + s.labels[n-1]
+		if l := s.labels(); len(l) > 0 {
+			sum += l[0] + l[len(l)-1]
+		}
+		if d := s.dist; d != nil && len(d.Counts) > 0 {
+			sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
 		}
 		if x := s.extra; x != nil {
-			if d := x.dist; d != nil && len(d.Counts) > 0 {
-				sum += byte(d.Counts[0]) + byte(d.Counts[len(d.Counts)-1])
-			}
-			if n := len(x.proto); n > 0 {
-				sum += x.proto[0] + x.proto[n-1]
+			if p := x.proto.String(); len(p) > 0 {
+				sum += p[0] + p[len(p)-1]
 			}
 		}
 	}
@@ -210,14 +210,14 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 	names := &f.names[q.Escaping]
 	wr.ts = wr.ts[:0]
 	if f.table.opts.Timestamps {
-		if t := s.timestamp(f.typ); t > 0 {
+		if t := s.ts.Load(); t > 0 {
 			wr.ts = exposition.AppendTimestamp(wr.ts, t, q.Format.Spec().Body.TimestampSeconds)
 		}
 	}
 	ts := wr.ts
 	switch f.typ {
 	case exposition.TypeHistogram:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return dst
 		}
@@ -243,19 +243,19 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			}
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, d.Created)
+		return wr.appendCreated(dst, names, labels, s.created.Load())
 	case exposition.TypeSummary:
-		d := s.dist()
+		d := s.dist
 		if d == nil {
 			return dst
 		}
 		qs := boundsFor(d, f, q)
-		for i, v := range d.Values {
+		for i, v := range d.Values() {
 			dst = appendPrefix(dst, names.base, names.quoted, labels, "quantile", qs[i])
 			dst = appendSample(dst, v, ts)
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, d.Created)
+		return wr.appendCreated(dst, names, labels, s.created.Load())
 	case exposition.TypeCounter:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		dst = appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
@@ -267,19 +267,6 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		return appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
 	}
-}
-
-// timestamp is the series' point timestamp (unix nanoseconds; 0: unknown):
-// a histogram's or summary's is in its distribution. The caller holds the
-// page lock.
-func (s *Series) timestamp(t exposition.Type) int64 {
-	if t == exposition.TypeHistogram || t == exposition.TypeSummary {
-		if d := s.dist(); d != nil {
-			return d.Timestamp
-		}
-		return 0
-	}
-	return s.ts.Load()
 }
 
 // appendSample writes ` <value><ts>\n`; ts is the series' timestamp text,
@@ -324,13 +311,13 @@ func appendSumCount(dst []byte, names *familyNames, labels string, d *Dist, ts [
 // names under the NoUTF8Escaping strategies and a dots or values scraper).
 func (s *Series) labelsFor(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
 	if s.extra == nil || s.extra.utf8 == "" {
-		return s.labels
+		return s.labels()
 	}
 	switch e {
 	case exposition.EscapeNone:
 		return s.extra.utf8
 	case exposition.EscapeUnderscores:
-		return s.labels
+		return s.labels()
 	default:
 		*scratch = appendPairs((*scratch)[:0], s.extra.list, e, keepEmpty)
 		return string(*scratch)

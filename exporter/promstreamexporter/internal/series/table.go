@@ -80,6 +80,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -125,34 +126,85 @@ type Key struct {
 
 // Dist holds the values of a histogram or summary series. It is read and
 // written only under its page's lock, so _bucket, _sum and _count always come
-// from one consistent snapshot.
+// from one consistent snapshot (with the start time and timestamp, which
+// UpdateHistogram stores in the Series under the same lock).
+//
+// Memory: 80 bytes. Every histogram series has one, so what only some need
+// (a summary's values, an exponential histogram's native form, the texts of
+// bounds that are not the family's) hangs off rare, allocated by the first
+// distribution that needs it.
 type Dist struct {
 	Count  uint64
 	Sum    float64
 	HasSum bool
-	// Created is the start time of the series' current stream (unix
-	// nanoseconds; 0: unknown).
-	Created int64
-	// Timestamp is the point's timestamp (unix nanoseconds; 0: unknown),
-	// written with Options.Timestamps.
-	Timestamp int64
 	// Bounds are a histogram's upper bounds (ascending, without +Inf) or a
 	// summary's quantiles (ascending). Callers replace the slice when the
 	// bounds change; never mutate it in place.
 	Bounds []float64
 	// Counts are a histogram's cumulative bucket counts, one per bound.
 	Counts []uint64
-	// Values are a summary's quantile values, one per bound.
-	Values []float64
 
-	// Native is set for exponential histograms: the protobuf format writes
-	// them as native histograms (besides the classic buckets above).
-	Native *Native
+	rare *distRare
+}
 
+// distRare holds the fields of a Dist that most distributions never need.
+type distRare struct {
+	// values are a summary's quantile values, one per bound.
+	values []float64
+	// native is set for exponential histograms: the protobuf format writes
+	// them as native histograms (besides the classic buckets).
+	native *Native
 	// own holds the texts of Bounds that are not the family's (boundsFor),
 	// built on first use; ownOf is the &Bounds[0] they were built from.
 	own   *boundTexts
 	ownOf *float64
+}
+
+// rareFields returns d.rare, allocating it on first use.
+func (d *Dist) rareFields() *distRare {
+	if d.rare == nil {
+		d.rare = new(distRare)
+	}
+	return d.rare
+}
+
+// Values returns a summary's quantile values, one per bound (nil for a
+// histogram).
+func (d *Dist) Values() []float64 {
+	if d.rare == nil {
+		return nil
+	}
+	return d.rare.values
+}
+
+// ResizeValues makes the summary's values n long, reusing their array when
+// it is large enough, and returns them for the caller to fill.
+func (d *Dist) ResizeValues(n int) []float64 {
+	r := d.rareFields()
+	if cap(r.values) >= n {
+		r.values = r.values[:n]
+	} else {
+		r.values = make([]float64, n)
+	}
+	return r.values
+}
+
+// Native returns the native form of an exponential histogram; nil for
+// others.
+func (d *Dist) Native() *Native {
+	if d.rare == nil {
+		return nil
+	}
+	return d.rare.native
+}
+
+// SetNative sets (or, with nil, clears) the native form of an exponential
+// histogram: the protobuf format writes it as a native histogram.
+func (d *Dist) SetNative(n *Native) {
+	if n == nil && d.rare == nil {
+		return
+	}
+	d.rareFields().native = n
 }
 
 // noBounds are the texts of no bounds. Never written.
@@ -164,42 +216,73 @@ func (d *Dist) ownTexts() *boundTexts {
 	if len(d.Bounds) == 0 {
 		return &noBounds // a scrape must not allocate per series
 	}
-	if d.own == nil || d.ownOf != &d.Bounds[0] || len(d.own.bounds) != len(d.Bounds) {
-		d.own, d.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
+	r := d.rareFields()
+	if r.own == nil || r.ownOf != &d.Bounds[0] || len(r.own.bounds) != len(d.Bounds) {
+		r.own, r.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
 	}
-	return d.own
+	return r.own
 }
 
 // Series is one exposed time series (one sample line, or the lines of one
 // histogram or summary).
 //
-// Memory: a counter series costs its rendered label pairs, this struct and
-// its index entry (the packed attributes); everything rarer hangs off extra.
+// Memory: a counter series costs this struct (112 bytes, its first key's
+// index entry included), its rendered label pairs and packed attributes
+// (texts), and an index slot; a histogram's values hang off dist,
+// everything rarer off extra.
 //
 // What a scrape reads (labels, bits, extra) comes first, so it shares a
-// cache line or two with nothing else.
+// cache line or two with nothing else. gone is among it (it fills ln's
+// 8 bytes): an update, which reads it, reads or writes bits or dist there
+// anyway.
 type Series struct {
-	labels string // label pairs escaped with underscores, no braces
-	bits   atomic.Uint64
-	// created is a counter's start time (unix nanoseconds; 0: unknown),
-	// written as OpenMetrics' _created and protobuf's created_timestamp.
-	// A histogram's or summary's is in its Dist.
+	// lp and ln are the series' label pairs, escaped with underscores, no
+	// braces (labels): a pointer and a 32-bit length beside gone, 8 bytes
+	// less than a string header. A scrape reads them for every series, so
+	// they are not a text (whose length would be decoded each time).
+	lp *byte
+	ln uint32 // a series' labels come from a request, far below 4 GiB
+	// gone is set when the series leaves its family (Remove, Expire): a
+	// lookup that found it in the index without the family lock checks it
+	// after stamping updated (see Family.Series).
+	gone atomic.Bool
+	bits atomic.Uint64
+	// created is a counter's, histogram's or summary's start time (unix
+	// nanoseconds; 0: unknown), written as OpenMetrics' _created and
+	// protobuf's created_timestamp. A histogram's or summary's is written
+	// under page.mu with its Dist (UpdateHistogram), so that a scrape
+	// reads the two together; a counter's is written lock-free.
 	created atomic.Int64
-	// ts is a gauge's or counter's point timestamp (unix nanoseconds; 0:
-	// unknown), written with Options.Timestamps. A histogram's or
-	// summary's is in its Dist.
-	ts    atomic.Int64
+	// ts is the point timestamp (unix nanoseconds; 0: unknown), written
+	// with Options.Timestamps; a histogram's or summary's is written as
+	// created is.
+	ts atomic.Int64
+	// dist holds a histogram's or summary's values (guarded by page.mu);
+	// nil for a gauge or counter. A field of its own rather than one of
+	// extra's: every histogram has one, and extra's other fields are rare,
+	// so a histogram needs no seriesExtra (104 bytes).
+	dist  *Dist
 	extra *seriesExtra
 	// ex holds the series' latest exemplars (exemplar.go); nil until its
 	// first. Guarded by page.mu.
 	ex      *exemplars
 	page    *page // in the head or its bucket (bucket.go)
 	updated atomic.Int64
-	// gone is set when the series leaves its family (Remove, Expire): a
-	// lookup that found it in the index without the family lock checks it
-	// after stamping updated (see Family.Series).
-	gone  atomic.Bool
-	first entry // the index entry of the series' first key
+	first   entry // the index entry of the series' first key
+}
+
+// labels returns the series' label pairs (lp, ln), sharing their bytes:
+// they are never written once the series has them (a bucket's arena only
+// grows past them), so the string is immutable, as Go requires.
+func (s *Series) labels() string { return unsafe.String(s.lp, s.ln) }
+
+// setLabels makes labels the series' label pairs; the caller gives up
+// labels' bytes, which must never be written again.
+func (s *Series) setLabels(labels string) {
+	if uint64(len(labels)) > math.MaxUint32 {
+		panic("series: labels longer than 4 GiB") // never from a request
+	}
+	s.lp, s.ln = unsafe.StringData(labels), uint32(len(labels))
 }
 
 // removed reports whether the series left its family.
@@ -207,8 +290,6 @@ func (s *Series) removed() bool { return s.gone.Load() }
 
 // seriesExtra holds what most series never need.
 type seriesExtra struct {
-	// dist holds a histogram's or summary's values (guarded by page.mu).
-	dist *Dist
 	// utf8 and list exist only for series with a name outside the legacy
 	// grammar (possible with the NoUTF8Escaping translation strategies):
 	// utf8 is the allow-utf-8 rendering, list renders the other schemes.
@@ -216,7 +297,7 @@ type seriesExtra struct {
 	list []exposition.Label
 	// proto and protoUTF8 cache the LabelPair encoding, built on the first
 	// protobuf scrape (guarded by page.mu).
-	proto, protoUTF8 []byte
+	proto, protoUTF8 text
 	// canonical is the sorted rendering that identifies a series whose
 	// labels are written in their source's order (Options.Unsorted), when it
 	// differs from the written one.
@@ -228,14 +309,6 @@ func (s *Series) utf8() string {
 		return ""
 	}
 	return s.extra.utf8
-}
-
-// dist returns the series' distribution; the caller holds the page lock.
-func (s *Series) dist() *Dist {
-	if s.extra == nil {
-		return nil
-	}
-	return s.extra.dist
 }
 
 // SetValue stores the value of a gauge or counter series.
@@ -266,23 +339,41 @@ type DistFiller interface {
 	Fill(*Dist)
 }
 
-// UpdateDist has fill write the series' distribution under its page lock, so
-// a scrape never sees a half-written histogram.
-func (s *Series) UpdateDist(now int64, fill DistFiller) { s.UpdateHistogram(now, fill, nil) }
+// PointTimes are a distribution point's start time (written as
+// OpenMetrics' _created and protobuf's created_timestamp) and timestamp
+// (written with Options.Timestamps, so a caller without it may pass 0), in
+// unix nanoseconds; 0: unknown.
+type PointTimes struct {
+	Created, Timestamp int64
+}
 
-// UpdateHistogram is UpdateDist for a histogram whose point carries
-// exemplars: each replaces the one held for the bucket its value falls in,
-// under the same lock.
-func (s *Series) UpdateHistogram(now int64, fill DistFiller, ex []Exemplar) {
+// UpdateDist has fill write the series' distribution under its page lock, so
+// a scrape never sees a half-written histogram. Its times are unknown.
+func (s *Series) UpdateDist(now int64, fill DistFiller) {
+	s.UpdateHistogram(now, PointTimes{}, fill, nil)
+}
+
+// UpdateHistogram is UpdateDist for a point with times t, whose exemplars
+// ex each replace the one held for the bucket its value falls in, all
+// under the same lock. The times are kept in the Series (created, ts),
+// which a histogram's values do not use, rather than in every Dist.
+func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []Exemplar) {
 	s.page.mu.Lock()
-	if s.extra == nil {
-		s.extra = new(seriesExtra)
+	if s.dist == nil {
+		s.dist = new(Dist) // a head series' (a bucket's comes with its own)
 	}
-	if s.extra.dist == nil {
-		s.extra.dist = new(Dist)
+	fill.Fill(s.dist)
+	// Stored only when they change: an atomic store is a locked
+	// instruction, and a stream's start time (and its timestamp without
+	// send_timestamps, which callers then pass as 0) does not change.
+	// Under the page lock, no other writer can come between.
+	if s.created.Load() != t.Created {
+		s.created.Store(t.Created)
 	}
-	fill.Fill(s.extra.dist)
-	s.histogramExemplars(s.extra.dist, ex)
+	if s.ts.Load() != t.Timestamp {
+		s.ts.Store(t.Timestamp)
+	}
+	s.histogramExemplars(s.dist, ex)
 	s.page.mu.Unlock()
 	s.updated.Store(now)
 }
@@ -322,7 +413,7 @@ type Options struct {
 	// canonical form.
 	ShortestBounds bool
 	// Timestamps writes each sample's point timestamp (SetTimestamp,
-	// Dist.Timestamp) after its value: milliseconds in the Prometheus text
+	// PointTimes.Timestamp) after its value: milliseconds in the Prometheus text
 	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
 	// without one (0) are written without.
 	Timestamps bool
@@ -460,13 +551,13 @@ type familyNames struct {
 // index's readers hold no lock.
 type entry struct {
 	ctx   *Context
-	attrs packedAttrs
+	attrs text // packedAttrs
 	s     *Series
 	hash  uint64 // the key hash it is filed under
 }
 
 func (e *entry) matches(sc *schemas, key *Key) bool {
-	return e.ctx == key.Context && e.attrs.equal(sc, key.Attrs)
+	return e.ctx == key.Context && e.attrs.equalAttrs(sc, key.Attrs)
 }
 
 type page struct {
@@ -688,11 +779,15 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 		}
 		f.aliases[s] = append(f.aliases[s], e)
 	}
-	var attrs packedAttrs
 	var schema int
 	schema, f.scratch = f.schemas.of(key.Attrs, f.scratch)
-	attrs, f.scratch = pack(f.scratch, schema, key.Attrs)
-	*e = entry{ctx: key.Context, attrs: attrs, s: s, hash: hash}
+	f.scratch = pack(f.scratch, schema, key.Attrs)
+	// The packed attributes in an allocation of their own, not in the
+	// bucket's arena with the labels: a lookup reads them, and the
+	// allocator places them in insertion order, the order points come in;
+	// in the arena, in bucket order, updates took 1.2 times as long
+	// (BenchmarkConsumeShapes/update).
+	*e = entry{ctx: key.Context, attrs: newText(f.scratch), s: s, hash: hash}
 	f.index.add(e) // publishes e: it does not change after this
 	s.updated.Store(now)
 	return s, nil
@@ -712,8 +807,8 @@ func (f *Family) sameLabels(lh uint64, rendered []byte) *Series {
 }
 
 // hasLabels reports whether s is identified by rendered. It takes the page
-// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) or a
-// distribution update may be setting under that lock.
+// lock: ownLabels reads s.extra, which a scrape (the protobuf cache) may be
+// setting under that lock.
 func (s *Series) hasLabels(rendered []byte) bool {
 	s.page.mu.Lock()
 	defer s.page.mu.Unlock()
@@ -729,7 +824,7 @@ func (s *Series) ownLabels() string {
 	if u := s.utf8(); u != "" {
 		return u
 	}
-	return s.labels
+	return s.labels()
 }
 
 // sortedLabels returns a copy of list sorted by name (stable: a list has no
@@ -769,9 +864,24 @@ func (f *Family) pageSize() int {
 // before. The caller holds f.mu and inserts it (insertLocked) next.
 func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
 	if size := f.pageSize(); f.headFull(size) {
-		return f.bucket(shard).newSeries(rendered, size == distPageSize)
+		return f.bucket(shard).newSeries(rendered, f.inlineCounts())
 	}
-	return &Series{labels: string(rendered)}
+	s := new(Series)
+	s.setLabels(string(rendered))
+	return s
+}
+
+// inlineCounts is the room for bucket counts a new histogram of the family
+// is given: as many as the family's bounds (SharedBounds, boundsFor), up
+// to maxInline; distInline before they are known; none for a summary.
+func (f *Family) inlineCounts() int {
+	if f.typ != exposition.TypeHistogram {
+		return 0
+	}
+	if t := f.bounds.Load(); t != nil {
+		return min(len(t.bounds), maxInline)
+	}
+	return distInline
 }
 
 // insertLocked appends s, whose shard hash is shard, to the last page of
@@ -792,9 +902,22 @@ func (f *Family) insertLocked(s *Series, shard uint64) {
 	}
 	p.mu.Lock()
 	s.page = p
-	p.series = append(p.series, s)
-	p.hashes = append(p.hashes, shard)
+	p.series = append(growColumn(p.series, size), s)
+	p.hashes = append(growColumn(p.hashes, size), shard)
 	p.mu.Unlock()
+}
+
+// growColumn returns a page column with room for one more element: c
+// itself, or, when it is full, a copy with room for half as many again (up
+// to size, the page's). A bucket page starts small and grows as series
+// come; append would double it, and the unused half of the last page of
+// each of 64 buckets cost a counter family 10 bytes per series at 11,000
+// series, 5 growing this way.
+func growColumn[T any](c []T, size int) []T {
+	if len(c) < cap(c) {
+		return c
+	}
+	return append(newChunk[T](min(size, cap(c)+max(8, cap(c)/2))), c...)
 }
 
 // newPage returns an empty page of the head (bucket headBucket) or of a
