@@ -112,13 +112,23 @@ type table[V comparable] struct {
 	_       [64 - 8 - 4]byte
 }
 
-// initialSets is the size of a new cache's first table: 256 sets, 1,024
-// entries, 16 KiB (4 pages) plus 3 KiB of locks. A cache of a few hundred
-// keys stays there; the two doublings to 4,096 entries copy at most 1,536
-// pointers (microseconds), so starting there would save a few
-// microseconds once, against 57 KiB more kept by every small cache (64
-// KiB of sets and 12 KiB of locks instead of 16 and 3).
-const initialSets = 256
+// initialSets is the size of a new cache's first table: 16,384 sets,
+// 65,536 entries, 1 MiB plus 48 KiB of locks, enough for 32k keys before
+// the first growth. A growth is cheap in itself (pointer copies) but the
+// new table is a large allocation in the middle of creating streams, and
+// the collection it brings forward marks whatever the process holds: in
+// bench/cumulative (20k streams, its input batches marked by every
+// collection) a first table of 1,024 entries took sums' creation from
+// ~1,450 to ~2,700 CPU ns per point; from this one, ~1,700. The processor
+// is the one user, one per pipeline; 1 MiB is what it held for 22k
+// streams anyway (the preallocation before was 4 MiB at the default
+// max_streams).
+const initialSets = 16384
+
+// growBy is how many times more sets a growth makes (up to the capacity):
+// four, so that a cache on its way from 65k to 262k entries (the default
+// max_streams) grows once, not twice, while streams are being created.
+const growBy = 4
 
 // growLoad is the fraction of a table's slots taken at which it grows:
 // half. Two-choice 4-way sets that insert into the emptier set stay
@@ -253,12 +263,16 @@ func (e *entry[V]) matches(ns, h uint64, attrs pcommon.Map) bool {
 
 // NewCache returns a cache holding up to capacity entries (at least 4,
 // rounded up to 4 × a power of two: Capacity). Its first table holds at
-// most 1,024 (initialSets); it grows as keys arrive.
-func NewCache[V comparable](capacity int) *Cache[V] {
+// most 65,536 (initialSets); it grows as keys arrive.
+func NewCache[V comparable](capacity int) *Cache[V] { return newCache[V](capacity, initialSets) }
+
+// newCache is NewCache with a first table of at most first sets (a power
+// of two): the tests of growth start small.
+func newCache[V comparable](capacity, first int) *Cache[V] {
 	n := max(1, (capacity+ways-1)/ways)
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
 	c := &Cache[V]{maxSets: n}
-	c.t.Store(newTable[V](min(n, initialSets), n))
+	c.t.Store(newTable[V](min(n, first), n))
 	return c
 }
 
@@ -365,7 +379,7 @@ func (c *Cache[V]) grow(t *table[V]) bool {
 	}
 	// Allocate and map the new table before locking: writers wait only
 	// for the copy.
-	nt := newTable[V](2*len(t.sets), c.maxSets)
+	nt := newTable[V](min(growBy*len(t.sets), c.maxSets), c.maxSets)
 	t.lockAll()
 	nt.copyFrom(t)
 	c.t.Store(nt)
@@ -389,18 +403,18 @@ func (t *table[V]) unlockAll() {
 }
 
 // copyFrom places the entries of old, whose writers are locked out, into
-// t, not yet published, which has twice old's sets: the same entry
-// pointers, by their keys. An entry lives in old's set i as its first
-// choice (k&old.mask == i) or its second ((k>>32)&old.mask == i); that
-// choice is set i or i+len(old.sets) in t, by one more bit of k, so each
-// set of t receives entries of one set of old only: the copy never drops
-// one (at most 4 per set), and it reads old and writes t in order.
+// t, not yet published, which has 2 or growBy times old's sets: the same
+// entry pointers, by their keys. An entry lives in old's set i as its
+// first choice (k&old.mask == i) or its second ((k>>32)&old.mask == i);
+// that choice is set i + m·len(old.sets) in t, m < growBy, by more bits of
+// k, so each set of t receives entries of one set of old only: the copy
+// never drops one (at most 4 per set), and it reads old in order.
 func (t *table[V]) copyFrom(old *table[V]) {
 	n := uint64(len(old.sets))
 	var held int64
 	for i := range old.sets {
 		s := &old.sets[i]
-		var used [2]int // slots taken in t.sets[i] and t.sets[i+n]
+		var used [growBy]int // slots taken in t.sets[i+m·n]
 		for w := range s.slots {
 			e := s.slots[w].Load()
 			if e == nil {
@@ -411,9 +425,9 @@ func (t *table[V]) copyFrom(old *table[V]) {
 			if k&old.mask != uint64(i) {
 				j = (k >> 32) & t.mask
 			}
-			half := j / n
-			t.sets[j].store(used[half], k, e)
-			used[half]++
+			m := j / n
+			t.sets[j].store(used[m], k, e)
+			used[m]++
 			held++
 		}
 	}

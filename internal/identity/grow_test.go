@@ -29,9 +29,9 @@ func fixedKeys(n int, seed uint64) ([]pcommon.Map, []uint64) {
 // neither evicts nor drops.
 func TestCacheStartsSmallAndGrowsKeepingEntries(t *testing.T) {
 	const n = 20_000
-	c := NewCache[int](200_000)
-	if c.Capacity() != 262_144 || c.Slots() != initialSets*ways {
-		t.Fatalf("new cache: capacity %d, slots %d; want 262144, %d", c.Capacity(), c.Slots(), initialSets*ways)
+	c := newCache[int](200_000, firstSets)
+	if c.Capacity() != 262_144 || c.Slots() != firstSets*ways {
+		t.Fatalf("new cache: capacity %d, slots %d; want 262144, %d", c.Capacity(), c.Slots(), firstSets*ways)
 	}
 	// Two label sets whose hashes collide stay two entries through every
 	// growth.
@@ -77,20 +77,20 @@ func TestCacheStartsSmallAndGrowsKeepingEntries(t *testing.T) {
 // table to half grows it before its own write; deletes made before and
 // after the growth stay deleted, the other entries stay.
 func TestCacheGrowthKeepsDeletes(t *testing.T) {
-	c := NewCache[int](4096)
-	half := initialSets * ways / growLoad
+	c := newCache[int](4096, firstSets)
+	half := firstSets * ways / growLoad
 	maps, hashes := fixedKeys(half+1, 2)
 	set := func(i int) Set { return SetOf(maps[i]) }
 	for i := range half {
 		c.Add(1, hashes[i], maps[i], set(i), i)
 	}
-	if c.Slots() != initialSets*ways {
+	if c.Slots() != firstSets*ways {
 		t.Fatalf("grew before the next write: %d slots", c.Slots())
 	}
 	if !c.Delete(1, hashes[0], set(0), 0) {
 		t.Fatal("Delete(0) found nothing")
 	}
-	if c.Slots() != 2*initialSets*ways {
+	if c.Slots() != growBy*firstSets*ways {
 		t.Fatalf("the write after half load did not grow the table: %d slots", c.Slots())
 	}
 	if !c.Delete(1, hashes[1], set(1), 1) {
@@ -112,7 +112,7 @@ func TestCacheGrowthKeepsDeletes(t *testing.T) {
 // grows to exactly the capacity and no further, then evicts as a cache
 // created at its full size does.
 func TestCacheGrowthStopsAtCapacity(t *testing.T) {
-	c := NewCache[int](5000) // 1,250 sets, rounded up: 2,048 sets, 8,192 entries
+	c := newCache[int](5000, firstSets) // 1,250 sets, rounded up: 2,048 sets, 8,192 entries
 	if c.Capacity() != 8192 {
 		t.Fatalf("capacity %d, want 8192", c.Capacity())
 	}
@@ -149,13 +149,13 @@ func TestCacheGrowthStopsAtCapacity(t *testing.T) {
 }
 
 // keysInSets returns n hashes whose keys, in namespace 1, all live in sets
-// 0 and 1 of a table of initialSets sets, and differ beyond.
+// 0 and 1 of a table of firstSets sets, and differ beyond.
 func keysInSets(n int) []uint64 {
 	r := rand.New(rand.NewPCG(6, 1))
 	var hs []uint64
 	for len(hs) < n {
 		h := r.Uint64()
-		if k := Combine(1, h); k%initialSets == 0 && (k>>32)%initialSets == 1 {
+		if k := Combine(1, h); k%firstSets == 0 && (k>>32)%firstSets == 1 {
 			hs = append(hs, h)
 		}
 	}
@@ -166,8 +166,8 @@ func keysInSets(n int) []uint64 {
 // of a new key are full grows instead of evicting; below a quarter (keys
 // whose hashes fully collide, which no growth parts) it evicts.
 func TestCacheGrowsRatherThanEvicts(t *testing.T) {
-	c := NewCache[int](1 << 20)
-	quarter := initialSets * ways / 4
+	c := newCache[int](1<<20, firstSets)
+	quarter := firstSets * ways / 4
 	maps, hashes := fixedKeys(quarter+2*ways+1, 7)
 	for i := range quarter {
 		c.Add(2, hashes[i], maps[i], SetOf(maps[i]), i)
@@ -179,8 +179,8 @@ func TestCacheGrowsRatherThanEvicts(t *testing.T) {
 			t.Fatalf("crafted key %d evicted at %d slots", j, c.Slots())
 		}
 	}
-	if c.Slots() != 2*initialSets*ways {
-		t.Fatalf("%d slots after the conflict, want %d", c.Slots(), 2*initialSets*ways)
+	if c.Slots() != growBy*firstSets*ways {
+		t.Fatalf("%d slots after the conflict, want %d", c.Slots(), growBy*firstSets*ways)
 	}
 	for j, h := range crafted {
 		if v, ok := c.Get(1, h, maps[quarter+j]); !ok || v != j {
@@ -189,15 +189,15 @@ func TestCacheGrowsRatherThanEvicts(t *testing.T) {
 	}
 
 	// Nine label sets with one hash: the same two sets in every table.
-	c = NewCache[int](1 << 20)
+	c = newCache[int](1<<20, firstSets)
 	evicted := 0
 	for i := range 2*ways + 1 {
 		if c.Add(1, 42, maps[i], SetOf(maps[i]), i) {
 			evicted++
 		}
 	}
-	if evicted == 0 || c.Slots() != initialSets*ways {
-		t.Errorf("colliding keys: %d evicted, %d slots; want an eviction, %d slots", evicted, c.Slots(), initialSets*ways)
+	if evicted == 0 || c.Slots() != firstSets*ways {
+		t.Errorf("colliding keys: %d evicted, %d slots; want an eviction, %d slots", evicted, c.Slots(), firstSets*ways)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestCacheConcurrentGrowth(t *testing.T) {
 	maps, hashes := fixedKeys(keys+delKeys, 4)
 	deadline := time.Now().Add(budget)
 	for round := 0; round == 0 || time.Now().Before(deadline); round++ {
-		c := NewCache[*handle](capacity)
+		c := newCache[*handle](capacity, firstSets)
 		var (
 			mu        sync.Mutex
 			auth      = map[int]*handle{} // authoritative: create is idempotent
@@ -328,3 +328,7 @@ func TestCacheConcurrentGrowth(t *testing.T) {
 		}
 	}
 }
+
+// firstSets is the first table of the caches these tests grow: small, so
+// that they grow after a few hundred keys.
+const firstSets = 256
