@@ -3,6 +3,8 @@ package gatewayreceiver
 import (
 	"context"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -240,4 +242,45 @@ func FuzzDecodeReceiverCheckpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A window's exponential points survive the checkpoint's points section:
+// decoded, each has the layout (scale, offset, zero) and counts it was
+// encoded with, where bucketBuf keeps the layout ahead of the counts.
+func TestCheckpointPointsKeepExponentialLayout(t *testing.T) {
+	prof := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
+	a := newAggregator(prof, dimensions{}, limits{})
+	a.mu.Lock()
+	for i, ms := range []float64{0.001, 3, 1e6, 42} {
+		e := otelEvent("kong", "/r"+strconv.Itoa(i%2))
+		e.TotalMS, e.UpstreamMS = ms, ms/2
+		a.addLocked(&e)
+	}
+	a.mu.Unlock()
+	points, buckets := a.take()
+	enc := encodePoints(nil, points, buckets, a)
+	d := ckptDecoder{ckpt.Decoder{B: enc}}
+	if n := d.Uvarint(); n != uint64(len(points)) {
+		t.Fatalf("%d points encoded, want %d", n, len(points))
+	}
+	var got []uint64
+	expo := 0
+	for i := range points {
+		p := d.point(a, &got)
+		if d.Err != nil {
+			t.Fatal(d.Err)
+		}
+		if prof.families[p.fam].expoSize == 0 {
+			continue
+		}
+		expo++
+		we, wc := points[i].expo(buckets)
+		ge, gc := p.expo(got)
+		if ge != we || !reflect.DeepEqual(gc, wc) {
+			t.Errorf("point %d: decoded %+v %v, want %+v %v", i, ge, gc, we, wc)
+		}
+	}
+	if expo == 0 {
+		t.Fatal("no exponential point in the window")
+	}
 }
