@@ -26,12 +26,10 @@ type pointWriter struct {
 	now    int64
 	attrs  pcommon.Map
 	labels []exposition.Label
-	// The distribution point being stored, read by Fill, and its times
-	// (pointTimes).
+	// The distribution point being stored, read by Fill.
 	hist    pmetric.HistogramDataPoint
 	summary pmetric.SummaryDataPoint
 	expo    pmetric.ExponentialHistogramDataPoint
-	times   series.PointTimes
 	fill    func(*pointWriter, *series.Dist)
 	// ex holds the current point's exemplars (reused: no allocation once
 	// grown).
@@ -122,11 +120,13 @@ type pointSlice[P any] interface {
 type distPoint interface {
 	Attributes() pcommon.Map
 	Flags() pmetric.DataPointFlags
+	StartTimestamp() pcommon.Timestamp
+	Timestamp() pcommon.Timestamp
 }
 
 // storeDists stores the points of a distribution metric: hold keeps the
-// point where fill (run under the series' page lock) reads it, its times
-// in p.times and its exemplars in p.ex.
+// point where fill (run under the series' page lock) reads it and its
+// exemplars in p.ex; the series keeps the point's times (pointTimes).
 func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
@@ -134,7 +134,7 @@ func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*
 			p.ex = p.ex[:0]
 			hold(p, dp)
 			p.fill = fill
-			s.UpdateHistogram(p.now, p.times, p, p.ex)
+			s.UpdateHistogram(p.now, p.pointTimes(dp.StartTimestamp(), dp.Timestamp()), p, p.ex)
 		}
 	}
 }
@@ -153,7 +153,6 @@ func (p *pointWriter) pointTimes(start, ts pcommon.Timestamp) series.PointTimes 
 func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) {
 		p.hist = dp
-		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillHistogram)
 }
@@ -174,10 +173,7 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) {
-		p.summary = dp
-		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
-	}, fillSummary)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) { p.summary = dp }, fillSummary)
 }
 
 func fillSummary(p *pointWriter, d *series.Dist) {
@@ -205,7 +201,6 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
 	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) {
 		p.expo = dp
-		p.times = p.pointTimes(dp.StartTimestamp(), dp.Timestamp())
 		p.exemplars(dp.Exemplars())
 	}, fillExponential)
 }

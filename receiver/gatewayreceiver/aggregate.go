@@ -375,10 +375,15 @@ type expoPoint struct {
 // layout takes ahead of its counts: scale and offset, n, zero.
 const expoHeader = 3
 
+// expoWords is an exponential point's layout as bucketBuf holds it.
+func expoWords(e expoPoint) [expoHeader]uint64 {
+	return [expoHeader]uint64{uint64(uint32(e.scale))<<32 | uint64(uint32(e.offset)), uint64(e.n), e.zero}
+}
+
 // appendExpo appends an exponential point's layout and counts to buf.
 func appendExpo(buf []uint64, e expoPoint, counts []uint64) []uint64 {
-	buf = append(buf, uint64(uint32(e.scale))<<32|uint64(uint32(e.offset)), uint64(e.n), e.zero)
-	return append(buf, counts...)
+	w := expoWords(e)
+	return append(append(buf, w[:]...), counts...)
 }
 
 // expo is exponential point p's layout and counts, as appendExpo wrote them.

@@ -323,7 +323,8 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 	n := d.Count(1)
 	p.bucketsStart = int32(len(*buckets))
 	if f.expoSize > 0 {
-		*buckets = append(*buckets, make([]uint64, expoHeader)...) // the layout, once read below the counts
+		var layout [expoHeader]uint64 // written below, once read (it follows the counts)
+		*buckets = append(*buckets, layout[:]...)
 	}
 	for range n {
 		*buckets = append(*buckets, d.Uvarint())
@@ -334,8 +335,8 @@ func (d *ckptDecoder) point(agg *aggregator, buckets *[]uint64) point {
 		if n > f.expoSize || e.scale > expoMaxScale {
 			d.Fail("exponential point of %d buckets at scale %d", n, e.scale)
 		}
-		counts := (*buckets)[p.bucketsStart+expoHeader:]
-		*buckets = appendExpo((*buckets)[:p.bucketsStart], e, counts) // in place: the header precedes the counts
+		w := expoWords(e)
+		copy((*buckets)[p.bucketsStart:], w[:])
 	case f.hist && n != len(f.bounds)+1, !f.hist && n != 0:
 		d.Fail("%d buckets for %s", n, f.name)
 	}
