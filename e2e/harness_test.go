@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,27 +80,70 @@ func checkBinary(path string) error {
 	return nil
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are
-// held open until every port is chosen so the kernel cannot hand out the same
-// port twice; there is still a small window before the child binds them.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, for children
+// that must be told their ports before they start (and keep them across
+// restarts).
+//
+// The ports come from below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): a port reserved and released is
+// otherwise free for anything that binds port 0 (an httptest server, another
+// child) or dials out (Prometheus scraping, a retrying exporter) before the
+// child binds it, and the child then dies with "address already in use". No
+// port is handed out twice in one run of the suite, so a test's lingering
+// child cannot collide with the next test's either. Each port is checked
+// free by binding it.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	if portNext == 0 {
+		lo, hi := reservedPortRange()
+		portLo, portHi = lo, hi
+		portNext = lo + rand.IntN(hi-lo)
+	}
 	ports := make([]int, 0, n)
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
+	for tried := 0; len(ports) < n; tried++ {
+		if tried == portHi-portLo {
+			t.Fatalf("no free loopback port left in [%d, %d)", portLo, portHi)
 		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p := portNext
+		portNext++
+		if portNext == portHi {
+			portNext = portLo
+		}
+		if portUsed[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", hostPort(p))
 		if err != nil {
-			t.Fatalf("reserve loopback port: %v", err)
+			continue // something else holds it
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		_ = l.Close()
+		portUsed[p] = true
+		ports = append(ports, p)
 	}
 	return ports
+}
+
+var (
+	portMu                   sync.Mutex
+	portLo, portHi, portNext int
+	portUsed                 = map[int]bool{}
+)
+
+// reservedPortRange returns the ports freePorts draws from: up to 16,384
+// ports just below the ephemeral range's first port, and above 1024.
+func reservedPortRange() (lo, hi int) {
+	hi = 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	lo = max(1025, hi-16384)
+	return lo, hi
 }
 
 // hostPort formats a loopback address for port.

@@ -3,7 +3,11 @@
 package testutil // import "github.com/otelgateway/otelgateway/internal/testutil"
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -15,17 +19,43 @@ import (
 
 // FreeAddr returns a loopback address with a port that was free a moment ago.
 // Tests never use fixed ports, so they can run in parallel with anything.
+//
+// The port is drawn at random from below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): a port taken from bind(":0") and
+// released is free again for the next listener on port 0 or outgoing
+// connection, in this package or in another one testing in parallel, before
+// the component under test binds it. Nothing picks ports below that range
+// unasked.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("finding a free port: %v", err)
+	lo, hi := reservedPortRange()
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // held by something else: draw again
+		}
+		if err := ln.Close(); err != nil {
+			tb.Fatalf("releasing port %s: %v", addr, err)
+		}
+		return addr
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		tb.Fatalf("releasing port %s: %v", addr, err)
+	tb.Fatalf("no free loopback port found below the ephemeral range")
+	return ""
+}
+
+// reservedPortRange returns the ports FreeAddr draws from: up to 16,384
+// ports just below the ephemeral range's first port, and above 1024.
+func reservedPortRange() (lo, hi int) {
+	hi = 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
 	}
-	return addr
+	return max(1025, hi-16384), hi
 }
 
 // Int64Sum returns the value of the int64 counter or up-down counter name at
