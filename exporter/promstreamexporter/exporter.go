@@ -51,7 +51,7 @@ type promStreamExporter struct {
 	// slots holds one scrapeSlot per allowed concurrent scrape: taking one
 	// is the concurrency limit, and its buffers and compressors live as long
 	// as the exporter, so a scrape after a GC does not regrow them.
-	slots chan *scrapeSlot
+	slots slotPool
 	stop  chan struct{}
 	done  chan struct{}
 	// warned limits the "table full" warning to one per expiry period.
@@ -85,7 +85,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			Timestamps:      cfg.SendTimestamps,
 		}),
 		namer:       newNamer(cfg),
-		slots:       make(chan *scrapeSlot, cfg.MaxConcurrentScrapes),
+		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.MaxConcurrentScrapes)},
 		scrapeAttrs: newScrapeAttrs(),
 		negotiator:  exposition.NewNegotiator(cfg.EnableOpenMetrics == nil || *cfg.EnableOpenMetrics),
 		scraped:     make(chan struct{}, 1),
@@ -98,7 +98,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			gateDisableAddMetricSuffixes + " is on by default); set translation_strategy: UnderscoreEscapingWithoutSuffixes instead")
 	}
 	for range cfg.MaxConcurrentScrapes {
-		e.slots <- new(scrapeSlot) // buffers are made on first use
+		e.slots.put(new(scrapeSlot)) // buffers are made on first use
 	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings, e.table.Len, e.table.Families)
 	if err != nil {

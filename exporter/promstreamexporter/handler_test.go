@@ -104,19 +104,48 @@ func TestNameFilter(t *testing.T) {
 func TestConcurrentScrapeLimit(t *testing.T) {
 	e, tel := newTestExporter(t)
 	var taken []*scrapeSlot
-	for range cap(e.slots) {
-		taken = append(taken, <-e.slots) // every slot taken by a scrape in progress
+	for range cap(e.slots.free) {
+		taken = append(taken, e.slots.take()) // every slot taken by a scrape in progress
 	}
 	rec := get(t, e, metricsPath, nil)
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" {
 		t.Fatalf("scrape over the limit: %d Retry-After=%q, want 503 and 1", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	e.slots <- taken[0]
+	e.slots.put(taken[0])
 	if rec := get(t, e, metricsPath, nil); rec.Code != http.StatusOK {
 		t.Fatalf("scrape with a free slot: %d", rec.Code)
 	}
 	if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_scrapes", attribute.String("outcome", "rejected")); n != 1 {
 		t.Errorf("rejected scrapes = %d, want 1", n)
+	}
+}
+
+// TestSequentialScrapesShareOneSlot: scrapes that never overlap reuse one
+// slot's buffers and compressor; with a FIFO of slots each of
+// max_concurrent_scrapes slots grew its own (a gzip writer and a page buffer
+// of up to ~1.3 MiB each).
+func TestSequentialScrapesShareOneSlot(t *testing.T) {
+	e, _ := newTestExporter(t)
+	if err := e.consumeMetrics(context.Background(), gatewayMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	if n := cap(e.slots.free); n < 2 {
+		t.Fatalf("max_concurrent_scrapes %d: the test needs at least 2 slots", n)
+	}
+	for range 2 * cap(e.slots.free) {
+		if rec := get(t, e, metricsPath, http.Header{"Accept-Encoding": {"gzip"}}); rec.Code != http.StatusOK {
+			t.Fatalf("scrape: %d", rec.Code)
+		}
+	}
+	warm := 0
+	for _, s := range e.slots.free {
+		if s.gzip != nil {
+			warm++
+		}
+	}
+	if len(e.slots.free) != cap(e.slots.free) || warm != 1 {
+		t.Errorf("after sequential gzip scrapes: %d of %d slots free, %d with a gzip writer; want all free and 1",
+			len(e.slots.free), cap(e.slots.free), warm)
 	}
 }
 
