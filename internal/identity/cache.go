@@ -475,19 +475,25 @@ func (s *cacheSet[V]) free() (n, idx int) {
 // Get takes no lock and does not allocate; it may miss an Add that has not
 // returned yet, and reads the table current when it starts (Cache).
 func (c *Cache[V]) Get(ns, h uint64, attrs pcommon.Map) (V, bool) {
-	t := c.t.Load()
-	k := Combine(ns, h)
-	a, b := t.pair(k)
-	if e := t.sets[a].find(k, ns, h, attrs); e != nil {
+	if e := c.t.Load().lookup(ns, h, attrs); e != nil {
 		return e.v, true
-	}
-	if b != a {
-		if e := t.sets[b].find(k, ns, h, attrs); e != nil {
-			return e.v, true
-		}
 	}
 	var zero V
 	return zero, false
+}
+
+// lookup returns the entry of (ns, attrs) in t, or nil. It takes no lock
+// (Get).
+func (t *table[V]) lookup(ns, h uint64, attrs pcommon.Map) *entry[V] {
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	if e := t.sets[a].find(k, ns, h, attrs); e != nil {
+		return e
+	}
+	if b != a {
+		return t.sets[b].find(k, ns, h, attrs)
+	}
+	return nil
 }
 
 // Prefetch starts loading the two sets (ns, h) may live in, for a Get (or
@@ -636,6 +642,20 @@ func (c *Cache[V]) GetOrCreate(ns, h uint64, attrs pcommon.Map, create func(Set)
 // nil, is the caller's KeyOrder (one per goroutine), which speeds up the
 // canonicalisation of maps whose keys come in the order of the last.
 func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create func(Set) V) (v V, hit, evicted bool) {
+	return c.CreateSharing(ns, h, attrs, ko, 0, create)
+}
+
+// CreateSharing is Create for a caller that knows another namespace, share
+// (0: none), likely to hold the same attributes already: the metric whose
+// points came before this one's in the same resource and scope (a gateway
+// request's counter and its duration histograms carry one label set). When
+// (share, attrs) is cached, the new entry and the Set passed to create use
+// its encoding instead of a copy of their own: one label set's bytes (~120
+// for five labels) stored once for all the metrics that carry it. Shared
+// strings are never written (carve), so sharing is safe; the probe of
+// share's sets is Get's, lock-free. A miss there costs one more probe of a
+// creation, never a wrong Set: the entry found equals attrs.
+func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, share uint64, create func(Set) V) (v V, hit, evicted bool) {
 	k := Combine(ns, h)
 	t, a, b := c.lockKey(k)
 	for {
@@ -658,9 +678,23 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create 
 		t, a, b = c.lockKey(k)
 	}
 	defer t.unlock(a, b)
-	var buf [encScratch]byte
-	enc, size := appendSetAndOrder(buf[:0], attrs, ko)
-	e, set, order := c.carve(k, enc, size)
+	var (
+		e     *entry[V]
+		set   Set
+		order string
+	)
+	var se *entry[V]
+	if share != 0 {
+		se = t.lookup(share, h, attrs)
+	}
+	if se != nil {
+		e = c.newEntry(k, ns, h, se.set, se.order, v)
+		set, order = se.set, se.order
+	} else {
+		var buf [encScratch]byte
+		enc, size := appendSetAndOrder(buf[:0], attrs, ko)
+		e, set, order = c.carve(k, enc, size)
+	}
 	v = create(set)
 	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
 	// The key is in neither set (re-probed under the locks held since).

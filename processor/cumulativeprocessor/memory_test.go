@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processorhelper"
+
+	"github.com/otelgateway/otelgateway/internal/identity"
 )
 
 // TestMemoryPerStream reports the heap a stream holds, per kind: the
@@ -232,5 +234,77 @@ func TestMemoryDefaultMaxStreams(t *testing.T) {
 	}
 	if empty > 1536<<10 {
 		t.Errorf("an empty processor holds %d KiB, more than the cache's first 1 MiB and a margin", empty>>10)
+	}
+}
+
+// TestMetricsOfOneLabelSetShareItsEncoding: the streams of two metrics of
+// one scope whose points carry the same attributes (a request counter and
+// its duration histogram, keys in another order) hold one copy of the
+// attribute set's encoding between them; a metric whose points carry other
+// attributes keeps its own, and every stream still has exactly its own set.
+func TestMetricsOfOneLabelSetShareItsEncoding(t *testing.T) {
+	p, _ := newTestProcessorWith(t, createDefaultConfig(), consumertest.NewNop())
+	const n = 200
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	requests := sm.Metrics().AppendEmpty()
+	requests.SetName("requests")
+	requests.SetEmptySum().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	requests.Sum().SetIsMonotonic(true)
+	duration := sm.Metrics().AppendEmpty()
+	duration.SetName("duration")
+	duration.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	other := sm.Metrics().AppendEmpty()
+	other.SetName("other")
+	other.SetEmptySum().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	for i := range n {
+		route := "/r/" + strconv.Itoa(i)
+		dp := requests.Sum().DataPoints().AppendEmpty()
+		dp.Attributes().PutStr("http.route", route)
+		dp.Attributes().PutStr("http.request.method", "GET")
+		dp.SetTimestamp(10)
+		dp.SetIntValue(1)
+		hp := duration.Histogram().DataPoints().AppendEmpty()
+		hp.Attributes().PutStr("http.request.method", "GET") // the other order
+		hp.Attributes().PutStr("http.route", route)
+		hp.SetTimestamp(10)
+		hp.SetCount(1)
+		hp.BucketCounts().FromRaw([]uint64{1})
+		op := other.Sum().DataPoints().AppendEmpty()
+		op.Attributes().PutStr("http.route", route)
+		op.SetTimestamp(10)
+		op.SetIntValue(1)
+	}
+	if _, err := p.processMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	descs := map[string]*metricDesc{}
+	for _, ds := range p.metrics.byHash {
+		for _, d := range ds {
+			descs[d.name] = d
+		}
+	}
+	streamOf := func(metric string, attrs pcommon.Map) *stream {
+		t.Helper()
+		s, ok := p.cache.Get(descs[metric].id, identity.OfMap(attrs), attrs)
+		if !ok || s.attrs != identity.SetOf(attrs) {
+			t.Fatalf("%s %v: no stream, or one with other attributes", metric, attrs.AsRaw())
+		}
+		return s
+	}
+	shared := 0
+	for i := range n {
+		r := streamOf("requests", requests.Sum().DataPoints().At(i).Attributes())
+		d := streamOf("duration", duration.Histogram().DataPoints().At(i).Attributes())
+		o := streamOf("other", other.Sum().DataPoints().At(i).Attributes())
+		if unsafe.StringData(r.attrs.String()) == unsafe.StringData(d.attrs.String()) {
+			shared++
+		}
+		if unsafe.StringData(o.attrs.String()) == unsafe.StringData(d.attrs.String()) {
+			t.Fatalf("point %d: other's stream shares an encoding of different attributes", i)
+		}
+	}
+	if shared != n {
+		t.Errorf("%d of %d histogram streams share their counter stream's encoding", shared, n)
 	}
 }

@@ -27,6 +27,12 @@ const shardCount = 64
 type metricDesc struct {
 	id   uint64
 	hash uint64 // identityOf: resource, scope and metric
+	// scope hashes the resource and scope (scopeIdentity.hash); share is
+	// the id of the metric of that scope created before this one, whose
+	// streams likely carry the same attribute sets: a new stream takes the
+	// encoding of its sibling's there instead of a copy (CreateSharing).
+	// 0 for the first metric of a scope.
+	scope, share uint64
 	// Identity, compared on every lookup so that a hash collision between
 	// two metrics keeps them apart.
 	resource     identity.Set
@@ -206,6 +212,9 @@ type metricTable struct {
 	mu     sync.RWMutex
 	byHash map[uint64][]*metricDesc
 	nextID uint64
+	// lastOfScope is the id of the metric created last in each resource
+	// and scope (metricDesc.share); the sweep drops a removed metric's.
+	lastOfScope map[uint64]uint64
 }
 
 // scopeIdentity is the part of a metric's identity shared by all metrics of
@@ -268,9 +277,14 @@ func (t *metricTable) get(si *scopeIdentity, m pmetric.Metric, now int64) *metri
 	// Re-check: a concurrent batch may have created it meanwhile.
 	if d = t.find(h, si, m); d == nil {
 		t.nextID++
+		if t.lastOfScope == nil {
+			t.lastOfScope = make(map[uint64]uint64)
+		}
 		d = &metricDesc{
 			id:           t.nextID,
 			hash:         h,
+			scope:        si.hash,
+			share:        t.lastOfScope[si.hash],
 			resource:     identity.SetOf(si.res.Attributes()),
 			scopeName:    si.scope.Name(),
 			scopeVersion: si.scope.Version(),
@@ -284,6 +298,7 @@ func (t *metricTable) get(si *scopeIdentity, m pmetric.Metric, now int64) *metri
 			scopeSchema:  si.sm.SchemaUrl(),
 		}
 		t.byHash[h] = append(t.byHash[h], d)
+		t.lastOfScope[si.hash] = d.id
 	}
 	d.seen.Store(now)
 	return d

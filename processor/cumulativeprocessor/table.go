@@ -190,7 +190,7 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uin
 // lock; the cache's locks are taken before a shard's everywhere, so
 // holding the shard's while Create releases them cannot deadlock.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) (s *stream, locked bool) {
-	s, _, evicted := p.cache.Create(d.id, h, attrs, &c.keys, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.CreateSharing(d.id, h, attrs, &c.keys, d.share, func(set identity.Set) *stream {
 		var s *stream
 		s, locked = p.lookupOrCreate(d, h, set, now, true, c)
 		return s
@@ -329,6 +329,8 @@ func (p *cumulativeProcessor) sweep(now time.Time) {
 		for _, d := range ds {
 			if d.seen.Load() >= cutoff {
 				kept = append(kept, d)
+			} else if p.metrics.lastOfScope[d.scope] == d.id {
+				delete(p.metrics.lastOfScope, d.scope)
 			}
 		}
 		if len(kept) == 0 {
