@@ -138,7 +138,7 @@ func (f *Family) bucket(h uint64) *bucket {
 // of labels in the bucket's arena. A histogram's or summary's (dist) comes
 // with its Dist and, when counts > 0, room for that many bucket counts. The
 // caller holds f.mu.
-func (b *bucket) newSeries(labels []byte, counts int) *Series {
+func (b *bucket) newSeries(labels []byte, shared string, counts int) *Series {
 	var s *Series
 	if b.dist {
 		if len(b.dists) == cap(b.dists) {
@@ -158,7 +158,10 @@ func (b *bucket) newSeries(labels []byte, counts int) *Series {
 		b.slab = b.slab[:len(b.slab)+1]
 		s = &b.slab[len(b.slab)-1]
 	}
-	s.setLabels(b.intern(labels))
+	if shared == "" {
+		shared = b.intern(labels)
+	}
+	s.setLabels(shared)
 	return s
 }
 

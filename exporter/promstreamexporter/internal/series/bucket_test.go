@@ -219,3 +219,44 @@ func TestSeriesSizes(t *testing.T) {
 		t.Fatalf("Series is %d bytes, distSeries %d; want at most 112 and 192", s, d)
 	}
 }
+
+// TestFamiliesShareLabelText: a series whose labels equal those of its
+// sibling's series for the same key (the family created before, a request
+// counter before its duration histogram) takes that label text instead of a
+// copy, in the head and in the buckets alike; a series with other labels
+// keeps its own, and every series renders with exactly its labels.
+func TestFamiliesShareLabelText(t *testing.T) {
+	tbl := New(Options{})
+	req, _ := tbl.Family("req", "", exposition.TypeCounter)
+	dur, _ := tbl.Family("dur", "", exposition.TypeHistogram)
+	size, _ := tbl.Family("size", "", exposition.TypeCounter)
+	const n = 2000 // past the head pages of both kinds
+	shared, own := 0, 0
+	for i := range n {
+		k := Key{Context: kong, Attrs: pcommon.NewMap()}
+		route := "/r/" + strconv.Itoa(i)
+		k.Attrs.PutStr("route", route)
+		labels := labelList{{Name: "job", Value: "kong"}, {Name: "route", Value: route}}
+		r, _ := req.Series(uint64(i), &k, 1, labels)
+		r.SetValue(1, 1)
+		d, _ := dur.Series(uint64(i), &k, 1, labels)
+		d.UpdateDist(1, fillBounds{1})
+		s, _ := size.Series(uint64(i), &k, 1, append(labels, exposition.Label{Name: "dir", Value: "in"}))
+		s.SetValue(1, 1)
+		if unsafe.StringData(d.labels()) == unsafe.StringData(r.labels()) {
+			shared++
+		}
+		if unsafe.StringData(s.labels()) != unsafe.StringData(d.labels()) {
+			own++
+		}
+	}
+	if shared != n || own != n {
+		t.Errorf("%d of %d histogram series share their counter's label text (want all); %d of %d with other labels have their own (want all)", shared, n, own, n)
+	}
+	out := render(t, tbl)
+	for _, want := range []string{`req{job="kong",route="/r/1999"} 1`, `dur_count{job="kong",route="/r/1999"} 1`, `size{job="kong",route="/r/1999",dir="in"} 1`} {
+		if !strings.Contains(out, want+"\n") && !strings.Contains(out, want+" ") {
+			t.Errorf("exposition lacks %s", want)
+		}
+	}
+}

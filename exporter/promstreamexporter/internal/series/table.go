@@ -81,6 +81,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -482,6 +483,9 @@ func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) 
 		}
 		t.createdBy[c] = f
 	}
+	if n := len(t.families); n > 0 {
+		f.share = weak.Make(t.families[n-1])
+	}
 	t.byName[name] = f
 	t.families = append(t.families, f)
 	return f, nil
@@ -493,6 +497,12 @@ type Family struct {
 	name  string
 	help  string
 	typ   exposition.Type
+	// share is the family created just before this one, whose series often
+	// carry the same labels (a request counter, then its duration
+	// histogram): a new series takes the label text of its sibling there
+	// instead of a copy (sharedLabels). Weak: a family's removal is not
+	// held up by the one created after it.
+	share weak.Pointer[Family]
 	// names holds, per escaping scheme, the family name and its suffixed
 	// sample names as they are written; quoted says whether the name must
 	// go inside the braces (UTF-8 names under allow-utf-8).
@@ -748,7 +758,11 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 			// it does not depend on the order attributes arrived in.
 			shard = xxhash.Sum64(appendPairs(nil, sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels))
 		}
-		s = f.newSeries(rendered, shard)
+		var shared string
+		if utf8 == nil && canonical == nil {
+			shared = f.sharedLabels(hash, key, rendered)
+		}
+		s = f.newSeries(rendered, shared, shard)
 		if utf8 != nil || canonical != nil {
 			if s.extra == nil {
 				s.extra = new(seriesExtra)
@@ -862,13 +876,36 @@ func (f *Family) pageSize() int {
 // newSeries allocates a series with a copy of rendered as its labels: from
 // its bucket's chunks once the head is full (bucket.go), on its own
 // before. The caller holds f.mu and inserts it (insertLocked) next.
-func (f *Family) newSeries(rendered []byte, shard uint64) *Series {
+func (f *Family) newSeries(rendered []byte, shared string, shard uint64) *Series {
 	if size := f.pageSize(); f.headFull(size) {
-		return f.bucket(shard).newSeries(rendered, f.inlineCounts())
+		return f.bucket(shard).newSeries(rendered, shared, f.inlineCounts())
 	}
 	s := new(Series)
-	s.setLabels(string(rendered))
+	if shared == "" {
+		shared = string(rendered)
+	}
+	s.setLabels(shared)
 	return s
+}
+
+// sharedLabels returns the label text of the series of (hash, key) in the
+// family f.share names, when that text is exactly rendered; "" otherwise.
+// A series' label text never changes once it is in an index, so it is read
+// without the sibling's locks (as Series reads that index), and sharing it
+// is as safe as sharing a string. One lock-free probe per new series.
+func (f *Family) sharedLabels(hash uint64, key *Key, rendered []byte) string {
+	sib := f.share.Value()
+	if sib == nil || len(rendered) == 0 {
+		return ""
+	}
+	e := sib.index.find(&sib.schemas, hash, key)
+	if e == nil {
+		return ""
+	}
+	if l := e.s.labels(); l == string(rendered) {
+		return l
+	}
+	return ""
 }
 
 // inlineCounts is the room for bucket counts a new histogram of the family
