@@ -132,7 +132,9 @@ var (
 )
 
 // reservedPortRange returns the ports freePorts draws from: up to 16,384
-// ports just below the ephemeral range's first port, and above 1024.
+// ports just below the ephemeral range's first port, and above 1024. The
+// main module's internal/testutil has the same rule; this module never
+// imports that one (it tests the binary only), hence the copy.
 func reservedPortRange() (lo, hi int) {
 	hi = 32768 // Linux's default first ephemeral port
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {

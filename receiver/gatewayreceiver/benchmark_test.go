@@ -110,16 +110,7 @@ func BenchmarkAggregate(b *testing.B) {
 // reuse the bundles and sets of the expired ones, as under churn.
 func BenchmarkAggregateNew(b *testing.B) {
 	const events = 16_384
-	evs := make([]gateway.Event, events)
-	for i := range evs {
-		e := &evs[i]
-		e.Reset()
-		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
-		e.Route = "/api/v1/r" + strconv.Itoa(i)
-		e.Method, e.StatusCode, e.Source = "GET", 200, gateway.SourceUpstream
-		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
-		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
-	}
+	evs := distinctEvents(events)
 	bounded := limits{maxSeries: events, maxGateways: defaultMaxGateways}
 	expiring := limits{maxSeries: events, maxGateways: defaultMaxGateways, expiryWindows: 1}
 	for _, c := range []struct {
@@ -169,16 +160,7 @@ func BenchmarkAggregateNew(b *testing.B) {
 // pdata: what a flush allocates per point, which the pipeline then drops.
 // ns/op and B/op are per point.
 func BenchmarkToMetrics(b *testing.B) {
-	evs := make([]gateway.Event, emitChunk)
-	for i := range evs {
-		e := &evs[i]
-		e.Reset()
-		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
-		e.Route = "/api/v1/r" + strconv.Itoa(i)
-		e.Method, e.StatusCode, e.Source = "GET", 200, gateway.SourceUpstream
-		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
-		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
-	}
+	evs := distinctEvents(emitChunk)
 	for _, prof := range []*profile{&otelProfile, &kongProfile} {
 		b.Run(prof.name, func(b *testing.B) {
 			a := newAggregator(prof, dimensions{}, limits{})
@@ -196,4 +178,19 @@ func BenchmarkToMetrics(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(points)), "ns/point")
 		})
 	}
+}
+
+// distinctEvents returns n Kong requests, each of its own route: n tuples.
+func distinctEvents(n int) []gateway.Event {
+	evs := make([]gateway.Event, n)
+	for i := range evs {
+		e := &evs[i]
+		e.Reset()
+		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
+		e.Route = "/api/v1/r" + strconv.Itoa(i)
+		e.Method, e.StatusCode, e.Source = "GET", 200, gateway.SourceUpstream
+		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
+		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
+	}
+	return evs
 }
