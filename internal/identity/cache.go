@@ -496,6 +496,26 @@ func (t *table[V]) lookup(ns, h uint64, attrs pcommon.Map) *entry[V] {
 	return nil
 }
 
+// sharable returns the entry of (share, attrs) whose encoding and order
+// table a new entry for attrs can take as its own, or nil (share 0: none).
+// The order table must be attrs' own order too: a hit on an entry whose
+// table does not match its source's order pays the slow comparison every
+// time, so an entry added with its attributes in another order is not
+// shared (equalOrdered is sure only when every key is where it says).
+func (t *table[V]) sharable(share, h uint64, attrs pcommon.Map) *entry[V] {
+	if share == 0 {
+		return nil
+	}
+	se := t.lookup(share, h, attrs)
+	if se == nil || se.order == "" {
+		return se // no table: attrs has none either (it is what equals the entry)
+	}
+	if eq, sure := se.set.equalOrdered(se.order, attrs); !eq || !sure {
+		return nil
+	}
+	return se
+}
+
 // Prefetch starts loading the two sets (ns, h) may live in, for a Get (or
 // Create) of that key soon after, and returns at once. A caller that
 // knows its next key while it works on the current one (a batch's next
@@ -654,7 +674,8 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create 
 // for five labels) stored once for all the metrics that carry it. Shared
 // strings are never written (carve), so sharing is safe; the probe of
 // share's sets is Get's, lock-free. A miss there costs one more probe of a
-// creation, never a wrong Set: the entry found equals attrs.
+// creation, never a wrong Set: the entry found equals attrs. Its order table
+// is taken only if attrs comes in the same order (sharable).
 func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, share uint64, create func(Set) V) (v V, hit, evicted bool) {
 	k := Combine(ns, h)
 	t, a, b := c.lockKey(k)
@@ -683,11 +704,7 @@ func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, 
 		set   Set
 		order string
 	)
-	var se *entry[V]
-	if share != 0 {
-		se = t.lookup(share, h, attrs)
-	}
-	if se != nil {
+	if se := t.sharable(share, h, attrs); se != nil {
 		e = c.newEntry(k, ns, h, se.set, se.order, v)
 		set, order = se.set, se.order
 	} else {
