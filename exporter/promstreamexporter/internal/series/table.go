@@ -873,9 +873,9 @@ func (f *Family) pageSize() int {
 	return PageSize
 }
 
-// newSeries allocates a series with a copy of rendered as its labels: from
-// its bucket's chunks once the head is full (bucket.go), on its own
-// before. The caller holds f.mu and inserts it (insertLocked) next.
+// newSeries allocates a series with shared as its labels, or a copy of
+// rendered when shared is empty: from its bucket's chunks once the head is
+// full (bucket.go), on its own before. The caller holds f.mu and inserts it (insertLocked) next.
 func (f *Family) newSeries(rendered []byte, shared string, shard uint64) *Series {
 	if size := f.pageSize(); f.headFull(size) {
 		return f.bucket(shard).newSeries(rendered, shared, f.inlineCounts())
