@@ -382,20 +382,19 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 	sent, err := r.emit(ctx, items, buckets, r.windowStart, now, false)
 	n := int64(len(items))
 	switch {
-	case err == nil:
-		start := r.windowStart
-		r.windowStart = now
-		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsSent))
-		r.saveCheckpoint(ctx, items, buckets, start, now)
-	case consumererror.IsPermanent(err):
+	case err == nil || consumererror.IsPermanent(err):
+		// The window is over: what was accepted (all of it without an
+		// error) is sent and checkpointed, the rest dropped.
 		start := r.windowStart
 		r.windowStart = now
 		if sent > 0 {
 			r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, int64(sent), metric.WithAttributeSet(pointsSent))
 			r.saveCheckpoint(ctx, items[:sent], buckets, start, now)
 		}
-		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n-int64(sent), metric.WithAttributeSet(pointsDrop))
-		r.settings.Logger.Error("Dropping gateway metrics refused downstream", zap.Int64("points", n-int64(sent)), zap.Error(err))
+		if err != nil {
+			r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n-int64(sent), metric.WithAttributeSet(pointsDrop))
+			r.settings.Logger.Error("Dropping gateway metrics refused downstream", zap.Int64("points", n-int64(sent)), zap.Error(err))
+		}
 	default:
 		r.agg.merge(items, buckets)
 		r.telemetry.ReceiverGatewayFlushedPoints.Add(ctx, n, metric.WithAttributeSet(pointsRetry))

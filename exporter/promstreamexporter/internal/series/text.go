@@ -56,17 +56,10 @@ func (t text) String() string {
 	return t.long()
 }
 
-// long is String for a text of 128 bytes or more.
+// long is String for a text of 128 bytes or more: its length is two bytes
+// or more, and its bytes over a hundred, so a view of the longest uvarint
+// stays inside its allocation.
 func (t text) long() string {
-	p := unsafe.Pointer(t.p)
-	var n uint64
-	for shift := uint(0); ; shift += 7 {
-		c := *(*byte)(p)
-		p = unsafe.Add(p, 1)
-		n |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			break
-		}
-	}
-	return unsafe.String((*byte)(p), int(n))
+	n, w := uvarint(unsafe.String(t.p, binary.MaxVarintLen64))
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(t.p), w)), int(n))
 }
