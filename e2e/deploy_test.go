@@ -200,6 +200,17 @@ func TestDashboardPanelsReturnData(t *testing.T) {
 			time.Sleep(2 * time.Second) // two scrapes of the wave-1 values
 		}
 	}
+	// Wave 2 is in Prometheus before the panels are read: every panel can return data from wave 1
+	// alone (a rate of 0 is finite), but the exact checks below need the rise between the waves,
+	// and a loaded machine can query before the scrape after wave 2's flush (the 5xx ratio of
+	// /status was then 0/0).
+	eventually(t, convergeTimeout, "Prometheus to hold wave 2", func() (bool, string) {
+		v, err := promScalar(prom, `sum(gateway_requests_total{job="kong", http_route="/status"})`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return v == 12, fmt.Sprintf("/status requests = %v, want 12 (6 per wave)", v)
+	})
 
 	// Every panel query, template variables at "All" (.*) and $__rate_interval = 1m, must return
 	// at least one series with a finite value.
