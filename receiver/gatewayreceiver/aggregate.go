@@ -40,8 +40,12 @@ type limits struct {
 //
 // Layout: with 10k routes the series outgrow the CPU caches, so each update
 // is a memory access. The fields an update touches fill one 64-byte object
-// (the label tuple, read only when emitting, sits behind a pointer); the
-// buckets of a set's histograms sit together in one pointer-free array.
+// (the label tuple, read only when emitting, sits in the set); the buckets
+// of a set's histograms sit together in one pointer-free array. What few
+// series have (exemplars, an exponential histogram's buckets) sits in the
+// set's extra, reached only by the updates that need it: a new tuple
+// writes two pointers per series, not five, and its series are 64 bytes,
+// not 88.
 type series struct {
 	total   float64
 	count   uint64
@@ -49,23 +53,39 @@ type series struct {
 	buckets []uint64
 	// touched: updated in this window (emit it).
 	touched bool
-	// meta holds what an update does not touch: the set (and so the label
-	// tuple), and the histogram's exemplars.
-	meta *seriesMeta
+	// slot is the series' index in its set's slots and extra.
+	slot uint16
+	// set holds the series (and so its label tuple).
+	set *seriesSet
 }
 
-// seriesMeta is the cold part of a series.
-type seriesMeta struct {
-	set *seriesSet
+// seriesExtra is what a series of a set keeps beyond its counts, when it
+// keeps any.
+type seriesExtra struct {
 	// ex is, per bucket, the last sampled request observed in it this
 	// window; allocated on the first one (spans with a trace id only). An
-	// exponential histogram keeps one, the last. A pointer, not a slice:
-	// most series never keep one (exemplars off, sums, untraced traffic),
-	// and every set carries a seriesMeta per family.
+	// exponential histogram keeps one, the last.
 	ex *[]exemplar
-	// exp holds the buckets of an exponential histogram (nil otherwise):
-	// its updates touch this cold part as well.
+	// exp holds the buckets of an exponential histogram (nil otherwise).
 	exp *expoHist
+}
+
+// extra is s's extra part, nil when its set keeps none.
+func (s *series) extra() *seriesExtra {
+	if x := s.set.extra; x != nil {
+		return &(*x)[s.slot]
+	}
+	return nil
+}
+
+// ensureExtra is s's extra part, its set's made on first use (a set's
+// first traced request).
+func (s *series) ensureExtra() *seriesExtra {
+	if s.set.extra == nil {
+		x := make([]seriesExtra, len(s.set.slots))
+		s.set.extra = &x
+	}
+	return &(*s.set.extra)[s.slot]
 }
 
 // exemplar is one observed request that carried a trace: its ids and
@@ -93,13 +113,13 @@ type seriesSet struct {
 	// touched: one of its series was updated in this window (the set is in
 	// its group's touched list).
 	touched bool
-	slots   []seriesSlot
-}
-
-// seriesSlot is one family's series in a set, with its cold part.
-type seriesSlot struct {
-	series
-	cold seriesMeta
+	// slots are the series of the group's families, in its order.
+	slots []series
+	// extra is, per slot, what a series keeps beyond its counts: made for
+	// every set of a group with an exponential histogram, else on the set's
+	// first exemplar; nil for most sets (a pointer, not a slice: a set
+	// stays 64 bytes).
+	extra *[]seriesExtra
 }
 
 // setsPerChunk is how many sets a group allocates at once. Slots of evicted
@@ -131,8 +151,12 @@ type group struct {
 	// buckets are what remains of the last chunk allocated.
 	free    []*seriesSet
 	chunk   []seriesSet
-	slots   []seriesSlot
+	slots   []series
+	extras  []seriesExtra
 	buckets []uint64
+	// expo: a family of the group is an exponential histogram (its sets
+	// are made with their extra).
+	expo bool
 	// touched are the sets with a series updated in this window, in the
 	// order of their first update: take emits, per family, the updated
 	// series of each. One entry per set, not one per series: a new tuple
@@ -150,22 +174,29 @@ func (g *group) newSet(fams []family) *seriesSet {
 	}
 	if len(g.chunk) == 0 {
 		g.chunk = make([]seriesSet, setsPerChunk)
-		g.slots = make([]seriesSlot, setsPerChunk*len(g.fams))
+		g.slots = make([]series, setsPerChunk*len(g.fams))
 		g.buckets = make([]uint64, setsPerChunk*g.nBuckets)
+		if g.expo {
+			g.extras = make([]seriesExtra, setsPerChunk*len(g.fams))
+		}
 	}
 	set := &g.chunk[0]
 	g.chunk = g.chunk[1:]
 	n := len(g.fams)
 	set.slots, g.slots = g.slots[:n:n], g.slots[n:]
+	if g.expo {
+		x := g.extras[:n:n]
+		g.extras = g.extras[n:]
+		set.extra = &x
+	}
 	buckets := g.buckets[:g.nBuckets:g.nBuckets]
 	g.buckets = g.buckets[g.nBuckets:]
 	for j, fi := range g.fams {
 		sl, f := &set.slots[j], &fams[fi]
-		sl.meta = &sl.cold
-		sl.cold.set = set
+		sl.set, sl.slot = set, uint16(j)
 		switch {
 		case f.expoSize > 0:
-			sl.cold.exp = newExpoHist(f.expoSize)
+			(*set.extra)[j].exp = newExpoHist(f.expoSize)
 		case f.hist:
 			n := len(f.bounds) + 1
 			sl.buckets, buckets = buckets[:n:n], buckets[n:]
@@ -180,13 +211,17 @@ func (g *group) newSet(fams []family) *seriesSet {
 func (g *group) release(set *seriesSet) {
 	set.enc, set.next, set.seen, set.touched = "", nil, false, false
 	for j := range set.slots {
-		s := &set.slots[j].series
+		s := &set.slots[j]
 		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
 		clear(s.buckets)
-		if ex := s.meta.ex; ex != nil {
-			clear(*ex)
+		x := s.extra()
+		if x == nil {
+			continue
 		}
-		if h := s.meta.exp; h != nil {
+		if x.ex != nil {
+			clear(*x.ex)
+		}
+		if h := x.exp; h != nil {
 			h.reset()
 			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
 		}
@@ -206,10 +241,11 @@ func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
 	v *= f.scale
 	s.count += w
 	s.sum += v * float64(w)
-	if s.meta.exp != nil {
-		s.meta.exp.observe(v, w)
+	if f.expoSize > 0 {
+		x := s.extra() // made with the set
+		x.exp.observe(v, w)
 		if traced != nil {
-			s.meta.exemplar(0, 1, traced, v)
+			x.exemplar(0, 1, traced, v)
 		}
 		return
 	}
@@ -217,26 +253,26 @@ func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
 	i := sort.SearchFloat64s(f.bounds, v)
 	s.buckets[i] += w
 	if traced != nil {
-		s.meta.exemplar(i, len(s.buckets), traced, v)
+		s.ensureExtra().exemplar(i, len(s.buckets), traced, v)
 	}
 }
 
-// exemplarsOf is m's exemplars, nil when it keeps none.
-func exemplarsOf(m *seriesMeta) []exemplar {
-	if m.ex == nil {
+// exemplars is x's exemplars, nil when it keeps none (or x is nil).
+func (x *seriesExtra) exemplars() []exemplar {
+	if x == nil || x.ex == nil {
 		return nil
 	}
-	return *m.ex
+	return *x.ex
 }
 
 // exemplar keeps e as bucket i's exemplar (the ids are copied: the event
 // borrows its input).
-func (m *seriesMeta) exemplar(i, buckets int, e *gateway.Event, v float64) {
-	if m.ex == nil {
+func (x *seriesExtra) exemplar(i, buckets int, e *gateway.Event, v float64) {
+	if x.ex == nil {
 		ex := make([]exemplar, buckets) // once per series, on its first traced request
-		m.ex = &ex
+		x.ex = &ex
 	}
-	(*m.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
+	(*x.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
 }
 
 // bundle is the handle of one tuple: the series of every family that an
@@ -415,6 +451,7 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 		if f.hist && f.expoSize == 0 {
 			g.nBuckets += len(f.bounds) + 1
 		}
+		g.expo = g.expo || f.expoSize > 0
 	}
 	return a
 }
@@ -477,7 +514,7 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 // touchLocked lists the set of s, family fam's series just updated for the
 // first time this window, among its group's touched sets, once per window.
 func (a *aggregator) touchLocked(s *series, fam int) {
-	if set := s.meta.set; !set.touched {
+	if set := s.set; !set.touched {
 		set.touched = true
 		g := &a.groups[a.fams[fam].group]
 		g.touched = append(g.touched, set)
@@ -589,7 +626,7 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 		set = a.setAt(g, a.keyBuf, b.key) // a projection that is not a mask kept the whole tuple
 	}
 	for j, fi := range g.fams {
-		b.series[fi] = &set.slots[j].series
+		b.series[fi] = &set.slots[j]
 	}
 	return b.series[fam]
 }
@@ -812,13 +849,14 @@ func (a *aggregator) take() ([]point, []uint64) {
 	for i := range a.fams {
 		fs := &a.fams[i]
 		for _, set := range a.groups[fs.group].touched {
-			s := &set.slots[fs.slot].series
+			s := &set.slots[fs.slot]
 			if !s.touched {
 				continue // another family of the set was updated, not this one
 			}
-			p := point{fam: int32(i), enc: s.meta.set.enc, total: s.total, sum: s.sum, count: s.count,
+			p := point{fam: int32(i), enc: set.enc, total: s.total, sum: s.sum, count: s.count,
 				bucketsStart: int32(len(a.bucketBuf)), exStart: int32(len(a.exBuf))}
-			ex := exemplarsOf(s.meta)
+			x := s.extra()
+			ex := x.exemplars()
 			for j := range ex {
 				if x := &ex[j]; x.set {
 					a.exBuf = append(a.exBuf, *x)
@@ -826,7 +864,8 @@ func (a *aggregator) take() ([]point, []uint64) {
 				}
 			}
 			p.exEnd = int32(len(a.exBuf))
-			if h := s.meta.exp; h != nil {
+			if x != nil && x.exp != nil {
+				h := x.exp
 				off, counts := h.buckets()
 				a.bucketBuf = appendExpo(a.bucketBuf, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
 				h.reset()
@@ -851,7 +890,7 @@ func (a *aggregator) take() ([]point, []uint64) {
 		if b.seen {
 			for _, s := range b.series {
 				if s != nil {
-					s.meta.set.seen = true
+					s.set.seen = true
 				}
 			}
 			b.seen = false
@@ -947,16 +986,16 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		a.famBuf = append(a.famBuf[:0], p.enc...)
 		set := a.setAt(&a.groups[fs.group], a.famBuf, p.enc)
 		set.seen = true
-		s := &set.slots[fs.slot].series
+		s := &set.slots[fs.slot]
 		s.total += p.total
 		s.sum += p.sum
 		s.count += p.count
 		for i, c := range p.counts(buckets, len(s.buckets)) {
 			s.buckets[i] += c
 		}
-		if h := s.meta.exp; h != nil {
+		if x := s.extra(); x != nil && x.exp != nil {
 			e, counts := p.expo(buckets)
-			h.merge(e.scale, e.offset, counts, e.zero)
+			x.exp.merge(e.scale, e.offset, counts, e.zero)
 		}
 		if !s.touched {
 			s.touched = true

@@ -153,8 +153,11 @@ func TestHeldStructSizes(t *testing.T) {
 	if got := unsafe.Sizeof(bundle{}); got != 72 {
 		t.Errorf("bundle is %d bytes, want 72", got)
 	}
-	if got := unsafe.Sizeof(seriesSlot{}); got != 88 {
-		t.Errorf("seriesSlot is %d bytes, want 88", got)
+	if got := unsafe.Sizeof(series{}); got != 64 {
+		t.Errorf("series is %d bytes, want 64 (one cache line)", got)
+	}
+	if got := unsafe.Sizeof(seriesSet{}); got != 64 {
+		t.Errorf("seriesSet is %d bytes, want 64", got)
 	}
 	if got := unsafe.Sizeof(point{}); got != 56 {
 		t.Errorf("point is %d bytes, want 56", got)
