@@ -858,9 +858,9 @@ func (a *aggregator) take() ([]point, []uint64) {
 			x := s.extra()
 			ex := x.exemplars()
 			for j := range ex {
-				if x := &ex[j]; x.set {
-					a.exBuf = append(a.exBuf, *x)
-					x.set = false
+				if e := &ex[j]; e.set {
+					a.exBuf = append(a.exBuf, *e)
+					e.set = false
 				}
 			}
 			p.exEnd = int32(len(a.exBuf))
