@@ -705,7 +705,7 @@ func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, 
 		order string
 	)
 	if se := t.sharable(share, h, attrs); se != nil {
-		e = c.newEntry(k, ns, h, se.set, se.order, v)
+		e, _, _ = c.carve(k, nil, 0) // a zero entry: the encoding is se's
 		set, order = se.set, se.order
 	} else {
 		var buf [encScratch]byte

@@ -73,7 +73,7 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		logger:    set.Logger,
 		telemetry: tb,
 		next:      next,
-		metrics:   metricTable{byHash: make(map[uint64][]*metricDesc)},
+		metrics:   metricTable{byHash: make(map[uint64][]*metricDesc), lastOfScope: make(map[uint64]uint64)},
 		// Room for as many entries as streams may exist: a working set
 		// within the limit stays on the fast path (two-choice sets keep
 		// conflicts rare). The cache starts small and grows with the

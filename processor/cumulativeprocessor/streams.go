@@ -277,9 +277,6 @@ func (t *metricTable) get(si *scopeIdentity, m pmetric.Metric, now int64) *metri
 	// Re-check: a concurrent batch may have created it meanwhile.
 	if d = t.find(h, si, m); d == nil {
 		t.nextID++
-		if t.lastOfScope == nil {
-			t.lastOfScope = make(map[uint64]uint64)
-		}
 		d = &metricDesc{
 			id:           t.nextID,
 			hash:         h,
