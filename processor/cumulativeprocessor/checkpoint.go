@@ -483,7 +483,7 @@ func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histStat
 		last[metric] = bounds
 	}
 	n := len(bounds) + 1
-	h := &histState{bounds: bounds, counts: make([]uint64, n, 2*n)}
+	h := &histState{bounds: bounds, counts: make([]uint64, n)}
 	h.count = d.Uvarint()
 	d.moments(&h.moments)
 	for i := range h.counts {
@@ -492,6 +492,7 @@ func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histStat
 	if !fresh {
 		h.prevCount = d.Uvarint()
 		d.moments(&h.prev)
+		h.makePrevCounts(func(n int) []uint64 { return make([]uint64, n) })
 		prev := h.prevCounts()
 		for i := range prev {
 			prev[i] = d.Uvarint()

@@ -1,6 +1,8 @@
 package cumulativeprocessor
 
 import (
+	"unsafe"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -8,9 +10,13 @@ import (
 // histState is the cumulative state of an explicit-bucket histogram, and
 // its value before the last window (for a window that replaces it).
 //
-// counts has len(bounds)+1 buckets and twice that capacity: the second half
-// (prevCounts) holds the counts before the last window, in the same
-// allocation and without a second slice header.
+// counts has len(bounds)+1 buckets. The counts before the last window
+// (prevCounts) are made on the stream's second window, the first with a
+// value before it: a stream that only ever sees one window (a route hit
+// once, then stale) never needs them, and creating a stream writes half
+// the buckets. prevAt points at them, len(counts) of them: a pointer, not
+// a second slice header, keeps the state of a long-lived stream 8 bytes
+// larger than one allocation for both halves would, not 24.
 type histState struct {
 	moments
 	count     uint64
@@ -18,6 +24,7 @@ type histState struct {
 	prevCount uint64
 	bounds    []float64
 	counts    []uint64
+	prevAt    *uint64 // nil until the first window with one before it (saveHist)
 }
 
 // histKind folds delta explicit-bucket histograms.
@@ -32,7 +39,22 @@ func invalidHist(dp pmetric.HistogramDataPoint) bool {
 	return n != 0 && n != dp.ExplicitBounds().Len()+1
 }
 
-func (h *histState) prevCounts() []uint64 { return h.counts[len(h.counts):cap(h.counts)] }
+// prevCounts are the counts before the last window; nil before the
+// stream's second window (while it is fresh, nothing reads them).
+func (h *histState) prevCounts() []uint64 {
+	if h.prevAt == nil {
+		return nil
+	}
+	return unsafe.Slice(h.prevAt, len(h.counts))
+}
+
+// makePrevCounts gives h its prevCounts, from take (len(counts) zero
+// counts).
+func (h *histState) makePrevCounts(take func(n int) []uint64) {
+	if h.prevAt == nil {
+		h.prevAt = unsafe.SliceData(take(len(h.counts)))
+	}
+}
 
 func saveHist(s *stream) {
 	h := s.hist
@@ -40,6 +62,7 @@ func saveHist(s *stream) {
 		s.fresh = true // nothing before: a replacement starts again
 		return
 	}
+	h.makePrevCounts(s.shard.takeCounts)
 	h.prev, h.prevCount = h.moments, h.count
 	copy(h.prevCounts(), h.counts)
 }
@@ -68,7 +91,7 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 		n := bounds.Len() + 1
 		h = &s.shard.histSlab.take(1, histChunk)[0]
 		h.bounds = sharedBounds(s.desc, bounds)
-		h.counts = s.shard.countsSlab.take(2*n, countsChunk)[:n]
+		h.counts = s.shard.takeCounts(n)
 		h.moments = startMoments(dp)
 		s.hist = h
 	}

@@ -33,8 +33,11 @@ func (s *slab[T]) take(n, chunk int) []T {
 const (
 	streamChunk = 16  // streams of 128 bytes (TestStreamSize)
 	histChunk   = 32  // histStates of ~100 bytes
-	countsChunk = 512 // uint64s: a 13-bucket histogram takes 26 (counts and prevCounts)
+	countsChunk = 512 // uint64s: a 13-bucket histogram takes 13, and 13 more for its prevCounts
 )
+
+// takeCounts returns n zero bucket counts. The caller holds sh.mu.
+func (sh *shard) takeCounts(n int) []uint64 { return sh.countsSlab.take(n, countsChunk) }
 
 // newStream returns a zero stream of sh for d and the identity (h, attrs).
 // The caller holds sh.mu. A stream is never reused: a swept one stays dead
