@@ -66,7 +66,8 @@ func queryVector(t *testing.T, p *promServer, q string, want map[string]float64,
 }
 
 func TestKongProfile(t *testing.T) {
-	col := startCollectorWith(t, profileConfig("kong"), 4)
+	// per_consumer, as Kong's plugin: the consumer label is the username.
+	col := startCollectorWith(t, strings.Replace(profileConfig("kong"), "    profile: kong\n", "    profile: kong\n    per_consumer: true\n", 1), 4)
 	prom := startPrometheus(t, col.promAddr)
 
 	// http-log: one entry alone (the default batch size), then a batch of

@@ -92,6 +92,9 @@ func checkpointFingerprint(agg *aggregator) uint64 {
 	}
 	d := agg.dims
 	w(fmt.Sprint(d.service, d.upstream, d.target, d.consumer, d.source, d.preferName, d.node))
+	if d.perConsumer {
+		w("per_consumer") // only when set: a checkpoint of a config without it still matches
+	}
 	for _, sd := range d.span {
 		w(sd.name)
 		if sd.def != nil {

@@ -97,6 +97,12 @@ type Config struct {
 	// as APISIX's prometheus plugin does with prefer_name: true (falling
 	// back to the id where the input has no name).
 	PreferName bool `mapstructure:"prefer_name"`
+	// PerConsumer fills the kong profile's consumer label (on
+	// kong_http_requests_total and kong_bandwidth_bytes) with the
+	// consumer's username, as Kong's prometheus plugin does with
+	// per_consumer: true; off, as the plugin's default, consumer is "" and
+	// consumers do not multiply the series.
+	PerConsumer bool `mapstructure:"per_consumer"`
 	// MaxSeries bounds the label tuples held, receiver-wide and across
 	// flush windows, resources and profiles: a tuple is held from its first
 	// event until tuple_expiry passes without one. Events of a new tuple
@@ -314,6 +320,9 @@ func (c *Config) Validate() error {
 	if c.PreferName && c.Profile != profileAPISIX {
 		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))
 	}
+	if c.PerConsumer && c.Profile != profileKong {
+		errs = errors.Join(errs, fmt.Errorf("per_consumer applies to the %q profile only; profile is %q", profileKong, c.Profile))
+	}
 	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
 		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
 	}
@@ -389,7 +398,7 @@ func dimensionOf(name string) (func(*dimensions), bool) {
 }
 
 func (c *Config) dimensions() dimensions {
-	d := dimensions{preferName: c.PreferName, node: c.NodeLabel != ""}
+	d := dimensions{preferName: c.PreferName, perConsumer: c.PerConsumer, node: c.NodeLabel != ""}
 	for _, dim := range c.Dimensions {
 		if set, ok := dimensionOf(dim.Name); ok {
 			set(&d)

@@ -41,6 +41,10 @@ const (
 	measureGatewayMS
 	measureRequestBytes
 	measureResponseBytes
+	// Kong's bandwidth counts a direction only when its size is > 0
+	// (exporter.lua: `if ingress_size and ingress_size > 0`).
+	measureKongRequestBytes
+	measureKongResponseBytes
 	measureLLMCount
 	measureLLMLatencyMS
 	measureInputTokens
@@ -52,9 +56,11 @@ const (
 	measureKongOutputTokens
 	measureKongTotalTokens
 	measureKongCost
-	// APISIX's LLM families (docs/gateways.md §2c): total latency is the
-	// upstream response time of a successful (< 400) LLM request; tokens
-	// only when > 0.
+	// APISIX's LLM families, as 3.18's exporter records them (docs/
+	// gateways.md §2c): latencies only for an answered (time to first token
+	// not 0), successful (< 400) LLM request, type="total" its upstream
+	// response time, type="ttft" (streamed answers) its time to the first
+	// token; tokens for every LLM request, 0 included.
 	measureAPISIXLLMLatency
 	measureAPISIXPromptTokens
 	measureAPISIXCompletionTokens
@@ -77,6 +83,10 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 		return float64(e.RequestSize), e.RequestSize >= 0
 	case measureResponseBytes:
 		return float64(e.ResponseSize), e.ResponseSize >= 0
+	case measureKongRequestBytes:
+		return float64(e.RequestSize), e.RequestSize > 0
+	case measureKongResponseBytes:
+		return float64(e.ResponseSize), e.ResponseSize > 0
 	case measureLLMCount:
 		return 1, e.GenAI.IsLLM()
 	case measureLLMLatencyMS:
@@ -99,15 +109,28 @@ func valueOf(m measure, e *gateway.Event) (float64, bool) {
 	case measureKongCost:
 		return e.GenAI.Cost, e.GenAI.IsLLM() && e.GenAI.Cost > 0
 	case measureAPISIXLLMLatency:
-		return e.UpstreamMS, e.GenAI.IsLLM() && e.UpstreamMS >= 0 && e.StatusCode > 0 && e.StatusCode < 400
+		v := e.GenAI.ProviderMS
+		if v < 0 {
+			v = e.UpstreamMS
+		}
+		return v, apisixLLMServed(e) && v >= 0
 	case measureAPISIXPromptTokens:
-		return float64(e.GenAI.InputTokens), e.GenAI.IsLLM() && e.GenAI.InputTokens > 0
+		return float64(max(e.GenAI.InputTokens, 0)), e.GenAI.IsLLM()
 	case measureAPISIXFirstTokenMS:
-		return e.GenAI.FirstTokenMS, e.GenAI.IsLLM() && e.GenAI.Stream && e.GenAI.FirstTokenMS >= 0
+		return e.GenAI.FirstTokenMS, apisixLLMServed(e) && e.GenAI.Stream && e.GenAI.FirstTokenMS >= 0
 	case measureAPISIXCompletionTokens:
-		return float64(e.GenAI.OutputTokens), e.GenAI.IsLLM() && e.GenAI.OutputTokens > 0
+		return float64(max(e.GenAI.OutputTokens, 0)), e.GenAI.IsLLM()
 	}
 	return 0, false
+}
+
+// apisixLLMServed: an LLM request whose latencies APISIX 3.18 observes: the
+// provider answered ($llm_time_to_first_token is not "0"; an input that
+// does not carry it passes) and the status is below 400 (exporter.lua:
+// `llm_time_to_first_token ~= "0" and (tonumber(vars.status) or 0) < 400`,
+// so an error answer, which ai-proxy also times, stays out).
+func apisixLLMServed(e *gateway.Event) bool {
+	return e.GenAI.IsLLM() && e.GenAI.FirstTokenMS != 0 && e.StatusCode < 400
 }
 
 // family is one metric stream family a profile emits. Families that share a
@@ -240,6 +263,9 @@ type dimensions struct {
 	// preferName: the apisix profile's route and service labels are names
 	// (APISIX's prefer_name).
 	preferName bool
+	// perConsumer: the kong profile's consumer label is the consumer
+	// (Kong's per_consumer).
+	perConsumer bool
 	// node: the kong and apisix profiles keep the reporting node (node_label).
 	node bool
 	// span are the span-attribute dimensions of the otel profile, in
@@ -308,7 +334,7 @@ func sourceName(s gateway.Source, upstream, gw string) string {
 	switch s {
 	case gateway.SourceUpstream:
 		return upstream
-	case gateway.SourceGateway:
+	case gateway.SourceGateway, gateway.SourceProxy:
 		return gw
 	}
 	return ""

@@ -1,6 +1,8 @@
 package gatewayreceiver
 
 import (
+	"unicode/utf8"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -25,13 +27,34 @@ func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	if d.preferName {
 		route, service = firstOf(e.RouteName, e.RouteID), firstOf(e.ServiceName, e.ServiceID)
 	}
+	// request_llm_model is "" when the client named no model (APISIX sets
+	// it only from the body's model); an input that does not log it apart
+	// (spans) has only the model the request was made to.
 	client := e.GenAI.ClientModel
-	if client == "" {
+	if client == "" && !e.GenAI.ClientModelLogged {
 		client = llmModel(e)
 	}
 	return tupleKey{status: e.StatusCode, route: route, uri: e.Route, host: e.Host, service: service,
 		consumer: e.Consumer, target: hostOf(e.Target), source: e.Source,
-		model: llmModel(e), clientModel: client, stream: e.GenAI.Stream, node: nodeOf(e, d)}, true
+		model: modelLabel(llmModel(e)), clientModel: modelLabel(client), stream: e.GenAI.Stream, node: nodeOf(e, d)}, true
+}
+
+// maxModelLabel is the most bytes of a model name APISIX 3.18 writes as a
+// label (exporter.lua MAX_MODEL_LABEL_LEN: the names are client input).
+const maxModelLabel = 128
+
+// modelLabel is a model name as APISIX labels it: its first 128 bytes
+// (model_to_label's str_sub), cut back to a whole UTF-8 character so the
+// value stays valid for Prometheus, which APISIX's byte cut may not.
+func modelLabel(s string) string {
+	if len(s) <= maxModelLabel {
+		return s
+	}
+	n := maxModelLabel
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 var apisixStatus = &projection{keep: func(k tupleKey) tupleKey { return k }}
@@ -65,7 +88,11 @@ func apisixStatusLabels(k *tupleKey, m pcommon.Map) {
 	m.PutStr("consumer", k.consumer)
 	m.PutStr("node", k.target)
 	apisixLLMLabels(k, m)
-	m.PutStr("response_source", sourceName(k.source, "upstream", "apisix"))
+	if k.source == gateway.SourceProxy {
+		m.PutStr("response_source", "nginx") // proxied, no upstream response (core/response.lua)
+	} else {
+		m.PutStr("response_source", sourceName(k.source, "upstream", "apisix"))
+	}
 }
 
 func apisixOtherLabels(k *tupleKey, m pcommon.Map) {

@@ -21,12 +21,14 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -317,6 +319,46 @@ func TestAPISIXProfileLLMFromHTTPLogger(t *testing.T) {
 	}, []string{"2", "5716", "46", "16", "2", "2", "2"})
 }
 
+// TestAPISIXProfileLLMGates: what APISIX 3.18's exporter leaves out of its
+// LLM families (docs/gateways.md §2c): a streamed request the provider
+// refused (429, which ai-proxy still times) observes no llm_latency, neither
+// total nor ttft, but its tokens count, 0 included (the prompt_tokens_dist
+// le="1" bucket holds it); a client that named no model has
+// request_llm_model="" beside the plugin's llm_model.
+func TestAPISIXProfileLLMGates(t *testing.T) {
+	p := newPipeline(t, profileAPISIX)
+	entry := func(status int, requestModel, stream string, ttft, prompt int) string {
+		return `{"response":{"status":` + strconv.Itoa(status) + `},"route_id":"ai","latency":900,"upstream_latency":800,` +
+			`"upstream":"api.openai.com:443","llm_summary":{"request_model":"` + requestModel + `","model":"gpt-4o",` +
+			`"stream":"` + stream + `","duration":` + strconv.Itoa(ttft) + `,"upstream_response_time":800,` +
+			`"prompt_tokens":` + strconv.Itoa(prompt) + `,"completion_tokens":0}}`
+	}
+	p.post(t, apisixLogURLPath, entry(429, "gpt-4o", "true", 750, 0))
+	p.post(t, apisixLogURLPath, entry(200, "gpt-4o", "true", 120, 12))
+	p.post(t, apisixLogURLPath, entry(200, "", "false", 700, 7))
+	got := p.scrape(t)
+	const streamed = `route_id="ai",service_id="",consumer="",node="api.openai.com",request_type="ai_stream",request_llm_model="gpt-4o",llm_model="gpt-4o"`
+	const noClient = `route_id="ai",service_id="",consumer="",node="api.openai.com",request_type="ai_chat",request_llm_model="",llm_model="gpt-4o"`
+	checkSpecLines(t, got, []string{
+		// The 429 observes nothing: one total and one ttft, the 200's.
+		`apisix_llm_latency_count{type="total",` + streamed + `} N`,
+		`apisix_llm_latency_count{type="ttft",` + streamed + `} N`,
+		`apisix_llm_latency_sum{type="ttft",` + streamed + `} N`,
+		// Both streamed requests' tokens: 0 and 12.
+		`apisix_llm_prompt_tokens{` + streamed + `} N`,
+		`apisix_llm_prompt_tokens_dist_count{` + streamed + `} N`,
+		`apisix_llm_prompt_tokens_dist_bucket{` + streamed + `,le="1"} N`,
+		`apisix_llm_completion_tokens{` + streamed + `} N`,
+		`apisix_llm_completion_tokens_dist_count{` + streamed + `} N`,
+		// Not streamed: a total, no ttft.
+		`apisix_llm_latency_count{type="total",` + noClient + `} N`,
+		`apisix_llm_prompt_tokens{` + noClient + `} N`,
+	}, []string{"1", "1", "120", "12", "2", "1", "0", "2", "1", "7"})
+	if strings.Contains(string(got), `apisix_llm_latency_count{type="ttft",`+noClient) {
+		t.Errorf("a request that is not streamed observed a ttft:\n%s", got)
+	}
+}
+
 // With prefer_name the apisix profile labels route and service by name,
 // falling back to the id, as APISIX's prefer_name does.
 func TestAPISIXPreferName(t *testing.T) {
@@ -393,5 +435,63 @@ func TestHistogramBucketsOption(t *testing.T) {
 	c.Histogram.Explicit.Buckets = []time.Duration{time.Second, time.Millisecond}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "positive and increasing") {
 		t.Errorf("decreasing buckets: %v", err)
+	}
+}
+
+// TestAPISIXModelLabelIsCapped: model names, client input, are cut to 128
+// bytes as APISIX 3.18 cuts them, at a whole UTF-8 character.
+func TestAPISIXModelLabelIsCapped(t *testing.T) {
+	e := otelEvent("APISIX", "/chat")
+	e.GenAI.RequestModel = strings.Repeat("m", 300)
+	e.GenAI.ClientModel, e.GenAI.ClientModelLogged = strings.Repeat("a", 127)+"é", true // é is 2 bytes: 129 in all
+	k, _ := apisixKey(&e, dimensions{})
+	if k.model != strings.Repeat("m", 128) {
+		t.Errorf("llm_model %d bytes, want the first 128", len(k.model))
+	}
+	if k.clientModel != strings.Repeat("a", 127) {
+		t.Errorf("request_llm_model %q, want the 127 bytes before the cut character", k.clientModel)
+	}
+}
+
+// TestKongPerConsumer: the consumer label is the username only with
+// per_consumer, as Kong's plugin fills it only `if conf.per_consumer` (off
+// by default); per_consumer is refused on the other profiles.
+func TestKongPerConsumer(t *testing.T) {
+	e := otelEvent("kong", "/orders")
+	e.Consumer = "alice"
+	for _, per := range []bool{false, true} {
+		k, ok := kongKey(&e, dimensions{perConsumer: per})
+		want := ""
+		if per {
+			want = "alice"
+		}
+		if !ok || k.consumer != want {
+			t.Errorf("per_consumer %v: consumer %q, want %q", per, k.consumer, want)
+		}
+	}
+	cfg := createDefaultConfig()
+	cfg.Profile, cfg.PerConsumer = profileAPISIX, true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "per_consumer applies to the \"kong\" profile only") {
+		t.Errorf("per_consumer on apisix: %v", err)
+	}
+	cfg.Profile = profileKong
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("per_consumer on kong: %v", err)
+	}
+}
+
+// TestAPISIXResponseSourceNginx: a span whose apisix.response_source is
+// "nginx" (proxied, no upstream response headers: APISIX 3.17+
+// core/response.lua) keeps that value; the kong and otel profiles name it
+// as the gateway's own answer.
+func TestAPISIXResponseSourceNginx(t *testing.T) {
+	k := tupleKey{status: 502, source: gateway.SourceProxy}
+	m := pcommon.NewMap()
+	apisixStatusLabels(&k, m)
+	if v, _ := m.Get("response_source"); v.Str() != "nginx" {
+		t.Errorf("apisix response_source %q, want nginx", v.Str())
+	}
+	if got := sourceName(gateway.SourceProxy, "service", "kong"); got != "kong" {
+		t.Errorf("kong source %q, want kong", got)
 	}
 }

@@ -27,8 +27,14 @@ func kongKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	if ws == "" {
 		ws = "default" // the only workspace of Kong OSS; spans do not say
 	}
+	// consumer: the username with per_consumer, else "" (the plugin's
+	// default: its handler fills it only `if conf.per_consumer`).
+	var consumer string
+	if d.perConsumer {
+		consumer = e.Consumer
+	}
 	return tupleKey{route: route, service: serviceOf(e), status: e.StatusCode, source: e.Source,
-		workspace: ws, consumer: e.Consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel, node: nodeOf(e, d)}, true
+		workspace: ws, consumer: consumer, provider: e.GenAI.Provider, model: e.GenAI.RequestModel, node: nodeOf(e, d)}, true
 }
 
 var kongRequests = &projection{keep: func(k tupleKey) tupleKey {
@@ -102,23 +108,28 @@ var kongProfile = profile{
 		{name: "kong_request_latency_ms", desc: "Total latency incurred during requests for each service/route in Kong",
 			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureTotalMS, project: kongLatency, labels: kongLatencyLabels},
 		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
-			measure: measureRequestBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress", constAt: 2},
+			measure: measureKongRequestBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress", constAt: 2},
 		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
-			measure: measureResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
+			measure: measureKongResponseBytes, project: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
 		{name: "kong_ai_llm_requests_total", desc: "AI requests total per ai_provider in Kong",
 			measure: measureLLMCount, project: kongAI, labels: kongAILabels},
 		{name: "kong_ai_llm_cost_total", desc: "AI requests cost per ai_provider/cache in Kong",
 			double: true, measure: measureKongCost, project: kongAI, labels: kongAILabels},
 		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
 			hist: true, bounds: kongAIProviderBounds, scale: 1, measure: measureKongProviderMS, project: kongAI, labels: kongAILabels},
-		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
 			measure: measureKongInputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: kongTokenTypeAt},
-		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
 			measure: measureKongOutputTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: kongTokenTypeAt},
-		{name: "kong_ai_llm_tokens_total", desc: "AI tokens total per ai_provider/cache in Kong",
+		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
 			measure: measureKongTotalTokens, project: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "total_tokens", constAt: kongTokenTypeAt},
 	},
 }
+
+// kongTokensHelp is the HELP Kong writes for kong_ai_llm_tokens_total: the
+// cost family's text, as exporter.lua has it (3.8 to 3.9.3 and master), so
+// an exposition diffs clean against Kong's.
+const kongTokensHelp = "AI requests cost per ai_provider/cache in Kong"
 
 // kongPrintedStates are the four series Kong prints per target, in its order.
 var kongPrintedStates = [...]gateway.HealthState{gateway.HealthChecksOff, gateway.HealthHealthy, gateway.HealthUnhealthy, gateway.HealthDNSError}

@@ -76,8 +76,10 @@ func mapAPISIXRoot(e *Event, a attrs) {
 	switch src := a.str(akAPISIXSource); src {
 	case "upstream":
 		e.Source = SourceUpstream
-	case "apisix", "nginx":
+	case "apisix":
 		e.Source = SourceGateway
+	case "nginx":
+		e.Source = SourceProxy
 	case "":
 		// ≤ 3.16: http.status_code is the upstream's status, present only
 		// when something was proxied (§2a), so the upstream answered

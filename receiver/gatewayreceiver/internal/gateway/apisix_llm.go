@@ -14,9 +14,13 @@ package gateway
 // docs/en/latest/plugins/ai-proxy.md ("Send Request Log to Logger", and the
 // variables' meanings under "Include LLM Information in Access Log").
 //
-// What it does not carry: the provider (so GenAI.Provider stays empty), the
-// provider's response model, or the provider latency (duration is the time
-// to the first token).
+// What it does not carry: the provider (so GenAI.Provider stays empty) or
+// the provider's response model. duration is $llm_time_to_first_token: the
+// time to the first token of a streamed answer, the whole answer's time
+// otherwise, "0" when no answer came (APISIX 3.18's exporter then observes
+// no llm_latency); upstream_response_time is $apisix_upstream_response_time,
+// in ms (ai-proxy sets it on success and on error alike), which 3.18
+// observes as llm_latency{type="total"}.
 
 // apisixLLMSummary is the part of llm_summary GenAI needs (the reference
 // struct's fields, with its loose types: see looseText and looseBool).
@@ -31,10 +35,12 @@ type apisixLLMSummary struct {
 	stream bool
 	// duration is $llm_time_to_first_token (ms).
 	duration Number
+	// upstreamMS is $apisix_upstream_response_time (ms).
+	upstreamMS Number
 }
 
 func (s *apisixLLMSummary) reset() {
-	*s = apisixLLMSummary{promptTokens: Unknown, completion: Unknown, duration: Unknown}
+	*s = apisixLLMSummary{promptTokens: Unknown, completion: Unknown, duration: Unknown, upstreamMS: Unknown}
 }
 
 // apisixLLM reads llm_summary. request_model and model are loose strings:
@@ -61,6 +67,8 @@ func (d *scanner) apisixLLM(s *apisixLLMSummary) {
 			d.looseBool(&s.stream)
 		case key.is("duration"):
 			d.num(&s.duration)
+		case key.is("upstream_response_time"):
+			d.num(&s.upstreamMS)
 		default:
 			d.skipValue()
 		}
@@ -75,12 +83,12 @@ func (s *apisixLLMSummary) genAI(g *GenAI, p *plausible) {
 	if g.RequestModel == "" {
 		g.RequestModel = s.requestModel
 	}
-	g.ClientModel = s.requestModel
+	// A summary with a model is an LLM request's, whose client model APISIX
+	// logs ("" when the client named none).
+	g.ClientModel, g.ClientModelLogged = s.requestModel, g.RequestModel != ""
 	g.Stream = s.stream
-	if g.Stream {
-		// APISIX observes the time to first token for ai_stream only (§2c).
-		g.FirstTokenMS = p.ms("llm_summary.duration", s.duration)
-	}
+	g.FirstTokenMS = p.ms("llm_summary.duration", s.duration)
+	g.ProviderMS = p.ms("llm_summary.upstream_response_time", s.upstreamMS)
 	g.InputTokens = p.count("llm_summary.prompt_tokens", s.promptTokens, maxTokens)
 	g.OutputTokens = p.count("llm_summary.completion_tokens", s.completion, maxTokens)
 }

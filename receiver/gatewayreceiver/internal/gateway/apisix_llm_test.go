@@ -16,7 +16,7 @@ func apisixAISampleEvent() Event {
 	e.Kind, e.Method, e.StatusCode, e.Source = KindAPISIX, "POST", 200, SourceUpstream
 	e.Instance, e.RouteID, e.Target = "7d8d831179d4", "ai-proxy-openai-route", "api.openai.com:443"
 	e.TotalMS, e.UpstreamMS, e.AddedMS, e.RequestSize, e.ResponseSize = 2904.0000438690186, 2858, 46.000043869018555, 213, 1031
-	e.GenAI = GenAI{RequestModel: "gpt-4", InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown}
+	e.GenAI = GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4", ClientModelLogged: true, InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: 2103, ProviderMS: 2858}
 	return e
 }
 
@@ -57,15 +57,15 @@ func TestAPISIXLLMSummaryShapes(t *testing.T) {
 		// llm_model.
 		name:    "override",
 		summary: `{"request_model": "gpt-4o-mini", "model": "gpt-4", "prompt_tokens": 23, "completion_tokens": 8}`,
-		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4o-mini", InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4o-mini", ClientModelLogged: true, InputTokens: 23, OutputTokens: 8, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		name:    "client model only",
 		summary: `{"request_model": "deepseek-chat", "prompt_tokens": "15", "completion_tokens": "4"}`,
-		want:    GenAI{RequestModel: "deepseek-chat", ClientModel: "deepseek-chat", InputTokens: 15, OutputTokens: 4, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "deepseek-chat", ClientModel: "deepseek-chat", ClientModelLogged: true, InputTokens: 15, OutputTokens: 4, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
 		name:    "streamed",
 		summary: `{"request_model": "gpt-4", "model": "gpt-4", "stream": true, "duration": 310, "prompt_tokens": 5}`,
-		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4", Stream: true, InputTokens: 5, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: 310, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4", ClientModelLogged: true, Stream: true, InputTokens: 5, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: 310, ProviderMS: Unknown},
 	}, {
 		// The docs' nested client model ({"name": "openai"}) copied
 		// verbatim: no model, the entry still counts.
@@ -73,10 +73,18 @@ func TestAPISIXLLMSummaryShapes(t *testing.T) {
 		summary: `{"request_model": {"name": "openai"}, "model": {"name": "openai"}, "prompt_tokens": 9}`,
 		want:    GenAI{InputTokens: 9, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
 	}, {
-		// Summaries of a failed call: nginx variables never set.
+		// Summaries of a failed call: nginx variables never set. The
+		// client named no model (request_llm_model ""): the plugin's was
+		// asked for.
 		name:    "no usage",
 		summary: `{"model": "gpt-4", "prompt_tokens": "", "completion_tokens": null}`,
-		want:    GenAI{RequestModel: "gpt-4", InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
+		want:    GenAI{RequestModel: "gpt-4", ClientModelLogged: true, InputTokens: Unknown, OutputTokens: Unknown, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: Unknown, ProviderMS: Unknown},
+	}, {
+		// A non-streamed answer: duration is its whole time; and the
+		// upstream response time APISIX observes as llm_latency total.
+		name:    "answered",
+		summary: `{"request_model": "gpt-4", "model": "gpt-4", "stream": "false", "duration": "2103", "upstream_response_time": 2858, "prompt_tokens": 0, "completion_tokens": 0}`,
+		want:    GenAI{RequestModel: "gpt-4", ClientModel: "gpt-4", ClientModelLogged: true, InputTokens: 0, OutputTokens: 0, TotalTokens: Unknown, Cost: Unknown, FirstTokenMS: 2103, ProviderMS: 2858},
 	}, {
 		name:    "null",
 		summary: `null`,

@@ -42,6 +42,11 @@ const (
 	// SourceGateway: the gateway answered itself (a plugin exit, an error,
 	// no route, an Envoy local reply).
 	SourceGateway
+	// SourceProxy: the gateway proxied, but the upstream sent no response
+	// headers (refused, timed out) and the gateway's proxy answered: APISIX
+	// ≥ 3.17's response_source "nginx". Profiles that do not tell it apart
+	// name it as SourceGateway.
+	SourceProxy
 )
 
 // Unknown marks a latency or size the input did not carry.
@@ -108,12 +113,16 @@ type GenAI struct {
 	Provider, RequestModel, ResponseModel string
 	// ClientModel is the model the client asked for, when the gateway logs
 	// it apart from the model it asked the provider for (APISIX's
-	// request_llm_model vs llm_model); "" otherwise.
-	ClientModel string
+	// request_llm_model vs llm_model); "" otherwise. ClientModelLogged:
+	// the input logs it (then "" means the client named no model).
+	ClientModel       string
+	ClientModelLogged bool
 	// Stream: the client asked for a streamed answer (APISIX ai_stream).
 	Stream bool
-	// FirstTokenMS is the time to the first token of a streamed answer
-	// (APISIX llm_summary.duration); Unknown when absent.
+	// FirstTokenMS is the time to the first token of a streamed answer,
+	// or to the whole answer of one that is not (APISIX
+	// llm_summary.duration, $llm_time_to_first_token: 0 when no answer
+	// came); Unknown when absent.
 	FirstTokenMS float64
 	// InputTokens, OutputTokens and TotalTokens are Unknown when absent.
 	InputTokens, OutputTokens, TotalTokens int64
@@ -121,8 +130,9 @@ type GenAI struct {
 	// usage.cost); Unknown when absent.
 	Cost float64
 	// ProviderMS is the LLM provider's latency as the gateway measured it
-	// (Kong's ai meta.llm_latency); Unknown when the input does not carry
-	// it, and the upstream latency stands in.
+	// (Kong's ai meta.llm_latency, APISIX's llm_summary
+	// .upstream_response_time); Unknown when the input does not carry it,
+	// and the upstream latency stands in.
 	ProviderMS float64
 }
 

@@ -142,14 +142,15 @@ func TestSpanFixtures(t *testing.T) {
 			e.Method, e.TotalMS = "GET", 1
 		},
 	}, {
-		// 3.17+: the client-facing status and apisix.response_source.
+		// 3.17+: the client-facing status and apisix.response_source ("nginx":
+		// proxied, no upstream response).
 		name: "apisix 3.17 gateway error",
 		td: traceOf(map[string]any{"service.name": "APISIX"}, "opentelemetry-lua",
 			spanSpec{name: "POST /api/*", kind: ptrace.SpanKindServer, id: 1, start: 0, end: 3, failed: true, attrs: map[string]any{
 				"http.request.method": "POST", "http.route": "/api/*", "apisix.route_id": "7",
 				"http.status_code": int64(502), "http.response.status_code": int64(502), "apisix.response_source": "nginx"}}),
 		want: func(e *Event) {
-			e.Kind, e.Gateway, e.Route, e.RouteID, e.Method, e.StatusCode, e.Source, e.TotalMS = KindAPISIX, "APISIX", "/api/*", "7", "POST", 502, SourceGateway, 3
+			e.Kind, e.Gateway, e.Route, e.RouteID, e.Method, e.StatusCode, e.Source, e.TotalMS = KindAPISIX, "APISIX", "/api/*", "7", "POST", 502, SourceProxy, 3
 		},
 	}, {
 		// §3b: every tag a string, the router child span gives the target

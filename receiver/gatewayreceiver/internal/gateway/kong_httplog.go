@@ -298,6 +298,21 @@ func (d *scanner) kongTry(t *kongTry) {
 	}
 }
 
+// kongSourceOf is the source of a Kong 3.7 entry, which logs none
+// (kong.log.serialize added `source` in 3.8), from what it does log:
+// latencies.proxy is ctx.KONG_WAITING_TIME, set once Kong proxied (-1, read
+// as Unknown, when it did not), and Kong's plugin labels a proxied response
+// "service" (kong.response.get_source: KONG_PROXIED). A plugin exit or an
+// error before proxying has no waiting time: "kong". The blind spot: Kong's
+// own error after proxying began (a balancer failure, 502) reads as
+// "service" where Kong's plugin, seeing KONG_UNEXPECTED, writes "kong".
+func kongSourceOf(upstreamMS float64) Source {
+	if upstreamMS >= 0 {
+		return SourceUpstream
+	}
+	return SourceGateway
+}
+
 // event maps a decoded entry (§1d, and §1c for the label rules).
 func (k *kongLog) event(d *scanner, e *Event) error {
 	if err := startEntry(e, KindKong, k.statusPtr(), k.reqMethod); err != nil {
@@ -327,6 +342,9 @@ func (k *kongLog) event(d *scanner, e *Event) error {
 	e.TotalMS = p.ms("latencies.request", k.latRequest)
 	e.UpstreamMS = p.ms("latencies.proxy", k.latProxy) // -1 (no upstream) reads as Unknown
 	e.AddedMS = p.ms("latencies.kong", k.latKong)
+	if k.source == "" {
+		e.Source = kongSourceOf(e.UpstreamMS)
+	}
 	e.RequestSize = p.count("request.size", k.reqSize, maxBytes)
 	e.ResponseSize = p.count("response.size", k.respSize, maxBytes)
 	if p.err != nil {

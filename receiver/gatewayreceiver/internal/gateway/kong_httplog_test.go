@@ -41,6 +41,33 @@ func TestKongHTTPLogSample(t *testing.T) {
 	}
 }
 
+// TestKong37EntryWithoutSource: Kong 3.7's kong.log.serialize has no
+// `source` (3.8 added it); the source is then told from latencies.proxy,
+// Kong's waiting time, set once it proxied: the 3.8 sample without its
+// source is still the upstream's answer, an exit without a proxy latency
+// is Kong's.
+func TestKong37EntryWithoutSource(t *testing.T) {
+	sample, err := os.ReadFile("testdata/kong-3.8-http-log.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := strings.Replace(string(sample), `"source": "upstream",`, "", 1)
+	if proxied == string(sample) {
+		t.Fatal("the sample has no source to remove")
+	}
+	exit := `{"request":{"method":"GET"},"response":{"status":401},"latencies":{"kong":2,"proxy":-1,"request":2}}`
+	got, _, errs, err := decodeKong(t, "["+proxied+","+exit+"]")
+	if err != nil || len(errs) != 0 || len(got) != 2 {
+		t.Fatalf("events=%d errs=%v err=%v, want 2", len(got), errs, err)
+	}
+	if got[0] != kongSampleEvent() {
+		t.Errorf("proxied 3.7 entry: got %+v\nwant %+v", got[0], kongSampleEvent())
+	}
+	if got[1].Source != SourceGateway {
+		t.Errorf("3.7 exit: source %v, want the gateway's", got[1].Source)
+	}
+}
+
 func TestKongHTTPLogBatch(t *testing.T) {
 	sample, err := os.ReadFile("testdata/kong-3.8-http-log.json")
 	if err != nil {

@@ -110,6 +110,9 @@ func (k *kongEntry) event(e *Event) error {
 	e.TotalMS = p.ms("latencies.request", k.Latencies.Request)
 	e.UpstreamMS = p.ms("latencies.proxy", k.Latencies.Proxy) // -1 (no upstream) reads as Unknown
 	e.AddedMS = p.ms("latencies.kong", k.Latencies.Kong)
+	if k.Source == "" {
+		e.Source = kongSourceOf(e.UpstreamMS)
+	}
 	e.RequestSize = p.count("request.size", k.Request.Size, maxBytes)
 	e.ResponseSize = p.count("response.size", k.Response.Size, maxBytes)
 	if p.err != nil {
@@ -304,6 +307,8 @@ type refLLMSummary struct {
 	Stream looseBool `json:"stream"`
 	// Duration is $llm_time_to_first_token (ms).
 	Duration Number `json:"duration"`
+	// UpstreamMS is $apisix_upstream_response_time (ms).
+	UpstreamMS Number `json:"upstream_response_time"`
 }
 
 // looseBool is a JSON true; anything else (false, "true" as a string from
@@ -317,7 +322,7 @@ func (b *looseBool) UnmarshalJSON(v []byte) error {
 }
 
 func (s *refLLMSummary) reset() {
-	*s = refLLMSummary{PromptTokens: unknownNumber(), CompletionTokens: unknownNumber(), Duration: unknownNumber()}
+	*s = refLLMSummary{PromptTokens: unknownNumber(), CompletionTokens: unknownNumber(), Duration: unknownNumber(), UpstreamMS: unknownNumber()}
 }
 
 // genAI fills g. gen_ai.request.model is the model the request was made to,
@@ -328,12 +333,10 @@ func (s *refLLMSummary) genAI(g *GenAI, p *plausible) {
 	if g.RequestModel == "" {
 		g.RequestModel = string(s.RequestModel)
 	}
-	g.ClientModel = string(s.RequestModel)
+	g.ClientModel, g.ClientModelLogged = string(s.RequestModel), g.RequestModel != ""
 	g.Stream = bool(s.Stream)
-	if g.Stream {
-		// APISIX observes the time to first token for ai_stream only (§2c).
-		g.FirstTokenMS = p.ms("llm_summary.duration", s.Duration)
-	}
+	g.FirstTokenMS = p.ms("llm_summary.duration", s.Duration)
+	g.ProviderMS = p.ms("llm_summary.upstream_response_time", s.UpstreamMS)
 	g.InputTokens = p.count("llm_summary.prompt_tokens", s.PromptTokens, maxTokens)
 	g.OutputTokens = p.count("llm_summary.completion_tokens", s.CompletionTokens, maxTokens)
 }
