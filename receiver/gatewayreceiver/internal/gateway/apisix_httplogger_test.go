@@ -157,3 +157,24 @@ func TestAPISIXRouteMissIsNoRoute(t *testing.T) {
 		t.Errorf("route miss mapped to route %q service %q", got[0].RouteID, got[0].ServiceID)
 	}
 }
+
+// TestNDJSONBrokenLinesStayTheirOwn: the unclosed brackets of broken lines
+// do not add up across lines (they once did, past MaxLogDepth, refusing the
+// whole batch with its good lines): 150 good lines between 150 broken ones
+// are 150 events, and a line nested deeper than MaxLogDepth is that line's
+// error only.
+func TestNDJSONBrokenLinesStayTheirOwn(t *testing.T) {
+	good := `{"request":{"method":"GET"},"response":{"status":200},"route_id":"nd"}`
+	var b strings.Builder
+	for range 150 {
+		b.WriteString(good + "\n{broken\n")
+	}
+	b.WriteString(strings.Repeat("[", MaxLogDepth+1) + strings.Repeat("]", MaxLogDepth+1) + "\n" + good + "\n")
+	got, n, errs, err := decodeAPISIX(t, b.String())
+	if err != nil || n != 302 || len(got) != 151 || len(errs) != 151 {
+		t.Fatalf("n=%d events=%d errors=%d err=%v, want 302 entries, 151 events, 151 errors", n, len(got), len(errs), err)
+	}
+	if last := errs[len(errs)-1]; last.Index != 300 || !strings.Contains(last.Error(), "nested deeper than 100") {
+		t.Errorf("deep line: %v", last)
+	}
+}

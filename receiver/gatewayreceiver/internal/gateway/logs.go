@@ -42,8 +42,12 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 	if len(trimmed) == 0 {
 		return 0, nil, errors.New("empty body")
 	}
-	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
-		return 0, nil, errors.Join(ErrBody, err)
+	// Nesting is checked per value: the whole body when it is one value
+	// (or an array), each line of NDJSON, so that the unclosed brackets of
+	// broken lines never add up into a refusal of the lines around them.
+	deep := CheckJSONDepth(trimmed, MaxLogDepth)
+	if deep != nil && (trimmed[0] == '[' || !ndjson) {
+		return 0, nil, errors.Join(ErrBody, deep)
 	}
 	entry := func(i int, raw []byte) {
 		if err := fn(i, raw); err != nil {
@@ -65,6 +69,9 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 		return len(raws), entryErrs, nil
 	case json.Valid(trimmed):
 		// One value (an object, possibly spread over several lines).
+		if deep != nil {
+			return 0, nil, errors.Join(ErrBody, deep)
+		}
 		entry(0, trimmed)
 		return 1, entryErrs, nil
 	case !ndjson:
@@ -86,10 +93,13 @@ func forEachEntry(body []byte, ndjson bool, fn func(i int, raw json.RawMessage) 
 		if line, trimmed = cutLine(trimmed); len(line) == 0 {
 			continue
 		}
-		if json.Valid(line) {
+		if deep := CheckJSONDepth(line, MaxLogDepth); deep == nil && json.Valid(line) {
 			entry(n, line)
 		} else {
-			err := lineError(line)
+			err := deep
+			if err == nil {
+				err = lineError(line)
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -165,10 +175,10 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 		}
 		return 1, entryErrs, nil
 	}
-	if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
-		return 0, nil, errors.Join(ErrBody, err)
-	}
 	if !ndjson {
+		if err := CheckJSONDepth(trimmed, MaxLogDepth); err != nil {
+			return 0, nil, errors.Join(ErrBody, err)
+		}
 		return 0, nil, bodyError(trimmed, ndjson)
 	}
 	// NDJSON: one entry per non-empty line. A broken line is that entry's
@@ -182,9 +192,13 @@ func scanEntries(d *scanner, body []byte, ndjson bool, decode func(), emit func(
 		if line, trimmed = cutLine(trimmed); len(line) == 0 {
 			continue
 		}
-		err, ok := scanOne(d, line, decode, emit, false)
-		if !ok {
-			err = lineError(line)
+		// Each line's nesting is its own (forEachEntry): a line too deep
+		// is that entry's error.
+		err, ok := scanOne(d, line, decode, emit, true)
+		if err == errTooDeep || !ok {
+			if err = CheckJSONDepth(line, MaxLogDepth); err == nil {
+				err = lineError(line)
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
