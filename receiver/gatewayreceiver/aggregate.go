@@ -33,6 +33,9 @@ type limits struct {
 	// expiryWindows: a tuple or gateway unseen for this many flush windows
 	// is no longer held.
 	expiryWindows int64
+	// maxLabelBytes cuts each string of a tuple to this many bytes (0:
+	// none, in tests that do not set it).
+	maxLabelBytes int
 }
 
 // series is one stream of one family over the current window. Sums use
@@ -356,9 +359,11 @@ type aggregator struct {
 	// unmapped counts events the profile does not count (no route under
 	// the kong profile); overflowed counts events folded into overflowKey.
 	unmapped, overflowed int64
-	snap                 []point
-	bucketBuf            []uint64
-	exBuf                []exemplar
+	// truncated counts label values cut to maxLabelBytes.
+	truncated int64
+	snap      []point
+	bucketBuf []uint64
+	exBuf     []exemplar
 
 	// freeBundles are dropped bundles, emptied, reused before bundleChunk,
 	// what remains of the last chunk of bundles allocated.
@@ -479,6 +484,9 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		a.unmapped++
 		return false
 	}
+	if a.lim.maxLabelBytes > 0 {
+		a.truncated += int64(capStrings(&k, a.lim.maxLabelBytes))
+	}
 	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
 	b := a.bundles[string(a.keyBuf)] // no allocation: the compiler borrows keyBuf
 	if b == nil {
@@ -509,6 +517,20 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		}
 	}
 	return true
+}
+
+// capStrings cuts each string of k longer than max bytes to at most max, at
+// a whole UTF-8 character, and returns how many it cut. The cut strings
+// are substrings of the event's: the tuple's encoding copies them.
+func capStrings(k *tupleKey, max int) int {
+	n := 0
+	for _, f := range k.strings() {
+		if len(*f) > max {
+			*f = gateway.CutLabel(*f, max)
+			n++
+		}
+	}
+	return n
 }
 
 // touchLocked lists the set of s, family fam's series just updated for the

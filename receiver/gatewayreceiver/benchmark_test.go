@@ -76,7 +76,7 @@ func BenchmarkAggregate(b *testing.B) {
 	} {
 		prof, evs := c.prof, c.evs
 		b.Run(c.name, func(b *testing.B) {
-			a := newAggregator(prof, dimensions{}, limits{})
+			a := newAggregator(prof, dimensions{}, limits{maxLabelBytes: defaultMaxLabelValueLength})
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			for i := range evs {
@@ -113,8 +113,8 @@ func BenchmarkAggregate(b *testing.B) {
 func BenchmarkAggregateNew(b *testing.B) {
 	const events = 16_384
 	evs := distinctEvents(events)
-	bounded := limits{maxSeries: events, maxGateways: defaultMaxGateways}
-	expiring := limits{maxSeries: events, maxGateways: defaultMaxGateways, expiryWindows: 1}
+	bounded := limits{maxSeries: events, maxGateways: defaultMaxGateways, maxLabelBytes: defaultMaxLabelValueLength}
+	expiring := limits{maxSeries: events, maxGateways: defaultMaxGateways, expiryWindows: 1, maxLabelBytes: defaultMaxLabelValueLength}
 	for _, c := range []struct {
 		name   string
 		prof   *profile

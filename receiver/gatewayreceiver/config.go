@@ -28,6 +28,14 @@ const (
 	defaultFlushInterval = 5 * time.Second
 	defaultMaxSeries     = 10000
 	defaultMaxGateways   = 1000
+	// defaultMaxLabelValueLength bounds each label value a tuple or a
+	// health row keeps: route names and paths, hosts, consumers and models
+	// fit with room to spare, and max_series tuples of such values stay
+	// tens of MiB through the pipeline, where one request could otherwise
+	// carry a label of megabytes into every family's series.
+	defaultMaxLabelValueLength = 256
+	// maxLabelValueLength is the most max_label_value_length allows.
+	maxLabelValueLength = 16 << 10
 	// defaultCollectorLabel names the collector on every series.
 	defaultCollectorLabel = "collector"
 	defaultTupleExpiry    = 5 * time.Minute
@@ -112,6 +120,12 @@ type Config struct {
 	// service.name) held the same way; events of further gateways are
 	// counted under one overflow tuple without a resource.
 	MaxGateways int `mapstructure:"max_gateways"`
+	// MaxLabelValueLength cuts every label value a request tuple or a
+	// health row keeps (routes, services, hosts, consumers, models, span
+	// dimensions, gateway names, upstreams and targets) to this many bytes,
+	// at a whole UTF-8 character: the request still counts, under the cut
+	// value (otelcol_receiver_gateway_label_values_truncated counts them).
+	MaxLabelValueLength int `mapstructure:"max_label_value_length"`
 	// TupleExpiry is how long a held tuple (or gateway) lasts without an
 	// event before it stops counting against the bounds; keep it at least
 	// the cumulative processor's max_stale and the exporter's
@@ -245,6 +259,8 @@ func createDefaultConfig() *Config {
 		MaxGateways:   defaultMaxGateways,
 		TupleExpiry:   defaultTupleExpiry,
 
+		MaxLabelValueLength: defaultMaxLabelValueLength,
+
 		MaxRequestBytesInFlight: defaultMaxInFlight,
 		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
@@ -351,6 +367,9 @@ func (c *Config) Validate() error {
 	if c.MaxSeries < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
 	}
+	if c.MaxLabelValueLength < 16 || c.MaxLabelValueLength > maxLabelValueLength {
+		errs = errors.Join(errs, fmt.Errorf("max_label_value_length must be from 16 to %d bytes, got %d", maxLabelValueLength, c.MaxLabelValueLength))
+	}
 	if c.MaxGateways < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_gateways must be 0 (no limit) or positive, got %d", c.MaxGateways))
 	}
@@ -429,7 +448,7 @@ func (c *Config) identity() (health.Identity, error) {
 // limits are the aggregator's bounds; tuple_expiry counts in whole flush
 // windows (at least one).
 func (c *Config) limits() limits {
-	l := limits{maxSeries: c.MaxSeries, maxGateways: c.MaxGateways}
+	l := limits{maxSeries: c.MaxSeries, maxGateways: c.MaxGateways, maxLabelBytes: c.MaxLabelValueLength}
 	if c.TupleExpiry > 0 && c.FlushInterval > 0 {
 		l.expiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
 	}

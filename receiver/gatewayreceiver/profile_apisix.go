@@ -1,8 +1,6 @@
 package gatewayreceiver
 
 import (
-	"unicode/utf8"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -46,16 +44,7 @@ const maxModelLabel = 128
 // modelLabel is a model name as APISIX labels it: its first 128 bytes
 // (model_to_label's str_sub), cut back to a whole UTF-8 character so the
 // value stays valid for Prometheus, which APISIX's byte cut may not.
-func modelLabel(s string) string {
-	if len(s) <= maxModelLabel {
-		return s
-	}
-	n := maxModelLabel
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func modelLabel(s string) string { return gateway.CutLabel(s, maxModelLabel) }
 
 var apisixStatus = &projection{keep: func(k tupleKey) tupleKey { return k }}
 

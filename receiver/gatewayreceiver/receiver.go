@@ -139,6 +139,7 @@ func (r *gatewayReceiver) startHealth(ctx context.Context, host component.Host) 
 	h, err := health.New(health.Settings{
 		Config: r.cfg.Health.Get(), Naming: profileByName(string(r.cfg.healthProfile())).health, Identity: r.agg.identity, Next: r.next,
 		Telemetry: r.telemetry, TelemetrySettings: r.settings.TelemetrySettings, Logger: r.settings.Logger,
+		MaxLabelBytes: r.cfg.MaxLabelValueLength,
 	})
 	if err != nil {
 		return err
@@ -309,14 +310,17 @@ func (r *gatewayReceiver) addEvents(ctx context.Context, events []gateway.Event)
 	}
 	var notCounted int64
 	r.agg.mu.Lock()
-	before := r.agg.overflowed
+	before, truncatedBefore := r.agg.overflowed, r.agg.truncated
 	for i := range events {
 		if !r.agg.addLocked(&events[i]) {
 			notCounted++
 		}
 	}
-	overflowed := r.agg.overflowed - before
+	overflowed, truncated := r.agg.overflowed-before, r.agg.truncated-truncatedBefore
 	r.agg.mu.Unlock()
+	if truncated > 0 {
+		r.telemetry.ReceiverGatewayLabelValuesTruncated.Add(ctx, truncated)
+	}
 	r.telemetry.ReceiverGatewayEvents.Add(ctx, int64(len(events))-notCounted-overflowed, metric.WithAttributeSet(eventsCounted))
 	if notCounted > 0 {
 		r.telemetry.ReceiverGatewayEvents.Add(ctx, notCounted, metric.WithAttributeSet(eventsNotCounted))

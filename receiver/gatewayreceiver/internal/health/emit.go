@@ -91,6 +91,9 @@ type emitter struct {
 func (em *emitter) emit(ctx context.Context, all bool) {
 	var counts [gateway.NumHealthStates]int64
 	em.rows, em.ups, counts = em.table.drain(em.rows[:0], em.ups[:0], all)
+	if n := em.table.takeTruncated(); n > 0 {
+		em.tel.ReceiverGatewayLabelValuesTruncated.Add(ctx, n)
+	}
 	for s, n := range counts {
 		em.tel.ReceiverGatewayHealthTargets.Record(ctx, n, metric.WithAttributeSet(stateAttrSets[s]))
 	}

@@ -50,6 +50,9 @@ type Settings struct {
 	// TelemetrySettings and Logger are the receiver's.
 	TelemetrySettings component.TelemetrySettings
 	Logger            *zap.Logger
+	// MaxLabelBytes cuts the names a row keeps (the receiver's
+	// max_label_value_length; 0: none).
+	MaxLabelBytes int
 }
 
 // ErrNoMetricsPipeline is New's answer when there is nowhere to send the
@@ -87,7 +90,7 @@ func New(set Settings) (*Health, error) {
 		tel:    set.Telemetry,
 		set:    set.TelemetrySettings,
 		logger: logger,
-		table:  newTable(),
+		table:  newTable(set.MaxLabelBytes),
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),

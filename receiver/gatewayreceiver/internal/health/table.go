@@ -98,10 +98,16 @@ type table struct {
 	counts [gateway.NumHealthStates]int64
 	// pushed is the number of rows only pushes keep (entry.pushed).
 	pushed int
+	// maxLabel cuts the names a row keeps (gateway instance, upstream,
+	// target, ip, port) to this many bytes (0: none); truncated counts the
+	// names cut, for the receiver's telemetry (taken by takeTruncated).
+	maxLabel  int
+	truncated int64
 }
 
-func newTable() *table {
+func newTable(maxLabel int) *table {
 	return &table{
+		maxLabel:  maxLabel,
 		entries:   make(map[rowKey]*entry),
 		upstreams: make(map[upstreamKey]*upstreamRows),
 		gateways:  make(map[string]*gatewayRows),
@@ -204,6 +210,7 @@ func (t *table) applyPoll(p *poller, gen uint64, now time.Time, obs []gateway.Ta
 	defer t.mu.Unlock()
 	before := len(t.dirtyEntries)
 	for i := range obs {
+		t.capLocked(&obs[i])
 		e := t.setLocked(p.instance, p.gkind, &obs[i])
 		e.owner, e.seen, e.confirmed = p, gen, now
 		if e.pushed { // a poller now reports it: the poller's from here on
@@ -214,12 +221,39 @@ func (t *table) applyPoll(p *poller, gen uint64, now time.Time, obs []gateway.Ta
 	return len(t.dirtyEntries) != before
 }
 
+// capLocked cuts obs's names longer than maxLabel, counting them: a name
+// of megabytes, pushed or reported by an admin API, would otherwise live in
+// the row, its series and every scrape.
+func (t *table) capLocked(obs *gateway.TargetHealth) {
+	if t.maxLabel == 0 {
+		return
+	}
+	for _, f := range [...]*string{&obs.Upstream, &obs.Target, &obs.IP, &obs.Port} {
+		if len(*f) > t.maxLabel {
+			*f = gateway.CutLabel(*f, t.maxLabel)
+			t.truncated++
+		}
+	}
+}
+
+// takeTruncated returns the names cut since its last call.
+func (t *table) takeTruncated() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.truncated
+	t.truncated = 0
+	return n
+}
+
 // keepUpstream marks the poller's rows of an upstream it could not fetch as
 // seen in gen, so the sweep keeps them; they are not confirmed, so they turn
 // unknown after stale_after if the fetches keep failing.
 func (t *table) keepUpstream(p *poller, gen uint64, upstream string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.maxLabel > 0 {
+		upstream = gateway.CutLabel(upstream, t.maxLabel) // as applyPoll keyed its rows
+	}
 	if u := t.upstreams[upstreamKey{p.instance, upstream}]; u != nil {
 		for _, e := range u.entries {
 			if e.owner == p {
@@ -290,6 +324,11 @@ func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int
 	at := ev.Time
 	if at.IsZero() {
 		at = now
+	}
+	t.capLocked(&ev.TargetHealth)
+	if t.maxLabel > 0 && len(ev.Gateway) > t.maxLabel {
+		ev.Gateway = gateway.CutLabel(ev.Gateway, t.maxLabel)
+		t.truncated++
 	}
 	k := rowKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
 	existing := t.entries[k]

@@ -11,7 +11,7 @@ import (
 // fill20k puts 10k upstreams × 2 targets into a table, as one Kong poller.
 func fill20k(tb testing.TB) (*table, *poller) {
 	tb.Helper()
-	t := newTable()
+	t := newTable(0)
 	p := &poller{instance: "kong-0", gkind: gateway.KindKong}
 	obs := make([]gateway.TargetHealth, 0, 2)
 	for u := range 10_000 {

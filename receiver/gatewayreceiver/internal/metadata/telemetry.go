@@ -36,7 +36,8 @@ type TelemetryBuilder struct {
 	ReceiverGatewayEvents metric.Int64Counter
 	// ReceiverGatewayLogEntries counts access-log entries by format and
 	// outcome (accepted, rejected).
-	ReceiverGatewayLogEntries metric.Int64Counter
+	ReceiverGatewayLabelValuesTruncated metric.Int64Counter
+	ReceiverGatewayLogEntries           metric.Int64Counter
 	// ReceiverGatewayFlushedPoints counts delta points handed downstream, by
 	// outcome (sent, retried, dropped).
 	ReceiverGatewayFlushedPoints metric.Int64Counter
@@ -85,6 +86,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"otelcol_receiver_gateway_events",
 		metric.WithDescription("Normalized gateway events (root spans, log entries), by outcome (counted; not_counted: the profile does not count it; overflow: folded into the otel.metric.overflow tuple). [Development]"),
 		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayLabelValuesTruncated, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_label_values_truncated",
+		metric.WithDescription("Label values longer than max_label_value_length bytes, cut to it (request tuples and health rows): the request still counts, under the cut value. [Development]"),
+		metric.WithUnit("{value}"),
 	)
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayLogEntries, err = meter.Int64Counter(
