@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -145,7 +146,10 @@ func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportRes
 		return nil, status.Error(codes.Unavailable, admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+int64(len(s.body))*weight).Error())
 	}
 	if r.nextTraces == nil {
-		if err := r.countProto(ctx, s, s.body); err != nil {
+		if err := r.countProto(ctx, s, s.body); errors.Is(err, admission.ErrBusy) {
+			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+			return nil, status.Error(codes.Unavailable, err.Error())
+		} else if err != nil {
 			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
 		}

@@ -15,10 +15,13 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -203,6 +206,75 @@ func TestLoneLargeRequestIsAdmitted(t *testing.T) {
 	}
 	if h.r.admit.InFlight() != 0 {
 		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	}
+}
+
+// Decoding a protobuf body of many small spans builds far more than the
+// body (a 20 MB export of 150k spans took the collector from 40 to 566 MB):
+// the span records and events it builds are charged to the request as they
+// grow. Alone, the request still gets through whatever its cost; while
+// other requests hold bytes, one whose decoding would pass the bound is
+// refused (429, retry later, counted as throttled) and counts nothing, over
+// HTTP and gRPC.
+func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.MaxRequestBytesInFlight = 1 << 20 })
+	td := ptrace.NewTraces()
+	for i := range 5000 {
+		kongExport("GET", "/r/"+strconv.Itoa(i%3), 200).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	one := ptrace.NewTraces()
+	rs := one.ResourceSpans().AppendEmpty()
+	td.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
+	ss := rs.ScopeSpans().AppendEmpty()
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().CopyTo(ss.Scope())
+	for i := range td.ResourceSpans().Len() { // one ResourceSpans of 10k spans
+		td.ResourceSpans().At(i).ScopeSpans().At(0).Spans().MoveAndAppendTo(ss.Spans())
+	}
+	body := protoBody(t, one)
+	if len(body) > 1<<20 {
+		t.Fatalf("body %d bytes: it should fit the bound, only its decoding should not", len(body))
+	}
+	// Other requests hold half the bound.
+	if !h.r.admit.Acquire(512 << 10) {
+		t.Fatal("could not hold bytes")
+	}
+	resp, err := http.Post("http://"+h.httpAddr+tracesURLPath, pbContentType, strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("while others hold bytes: %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = ptraceotlp.NewGRPCClient(conn).Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(one))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC while others hold bytes: %v, want Unavailable", err)
+	}
+	h.r.admit.Release(512 << 10)
+	if code, msg := post(t, h.httpAddr, pbContentType, body); code != http.StatusOK {
+		t.Fatalf("alone: %d %s", code, msg)
+	}
+	if h.r.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, c := range countsOf(t, sink.AllMetrics()) {
+		total += c
+	}
+	if total != 5000 {
+		t.Errorf("%d requests counted, want 5000: the refused exports count nothing", total)
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "throttled")); got != 2 {
+		t.Errorf("throttled = %d, want 2", got)
 	}
 }
 

@@ -113,7 +113,10 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	var err error
 	if direct {
-		if err = r.countProto(req.Context(), s, body); err != nil {
+		if err = r.countProto(req.Context(), s, body); errors.Is(err, admission.ErrBusy) {
+			r.rejectBusy(req.Context(), w, enc, err)
+			return
+		} else if err != nil {
 			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP protobuf body: "+err.Error())
 			return
 		}

@@ -60,12 +60,13 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	}
 	defer r.putScratch(s)
 	body := s.body
+	s.aggregating(ctx)
 	_, entryErrs, err := f.spec.Decode(body, s.collect)
 	if err != nil {
 		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())
 		return
 	}
-	ans := logAnswer{Accepted: len(s.events), Rejected: len(entryErrs)}
+	ans := logAnswer{Accepted: s.collected, Rejected: len(entryErrs)}
 	for i := range entryErrs {
 		if i == maxListedErrors {
 			ans.Errors = append(ans.Errors, "… "+strconv.Itoa(len(entryErrs)-i)+" more")

@@ -87,7 +87,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	agg.keepExemplars = cfg.Exemplars.Enabled
 	agg.identity = id
 	agg.nodeLabel = cfg.NodeLabel
-	return &gatewayReceiver{
+	r := &gatewayReceiver{
 		cfg:       cfg,
 		settings:  set,
 		next:      next,
@@ -95,8 +95,9 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		agg:       agg,
 		rates:     cfg.samplingRates(),
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
-		scratch:   sync.Pool{New: func() any { return newScratch(cfg.detect(), dims.spanKeys()) }},
-	}, nil
+	}
+	r.scratch.New = func() any { return newScratch(r, cfg.detect(), dims.spanKeys()) }
+	return r, nil
 }
 
 // Start starts the servers and the flush loop. A failed start shuts down
@@ -198,14 +199,50 @@ type exportScratch struct {
 	// putScratch releases it.
 	charge admission.Charge
 	// collect appends an event to events (bound once, so passing it
-	// allocates nothing).
-	collect func(*gateway.Event)
+	// allocates nothing); collected counts the events it was handed.
+	collect   func(*gateway.Event)
+	collected int
+	// ctx, while set (aggregating), makes collect hand every eventChunk
+	// events to the aggregator as they arrive: a request of 150k spans then
+	// holds 1k events (~700 KiB) at a time instead of all of them (~100 MiB
+	// and the copies of a growing slice). Every caller collects only from a
+	// body already known to be whole (the span counter reports once it has
+	// read every span, an array of log entries is checked whole first), so
+	// nothing is aggregated of a body that is then refused.
+	ctx context.Context
+	r   *gatewayReceiver
 }
 
-func newScratch(detect gateway.Kind, dims []gateway.AttrKey) *exportScratch {
-	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect, Dimensions: dims}}
-	s.collect = func(e *gateway.Event) { s.events = append(s.events, *e) }
+// eventChunk is how many events a request holds before they are aggregated.
+const eventChunk = 1024
+
+func newScratch(r *gatewayReceiver, detect gateway.Kind, dims []gateway.AttrKey) *exportScratch {
+	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect, Dimensions: dims}, r: r}
+	// What decoding a protobuf body builds is charged with its bytes.
+	s.counter.Reserve = func(n int64) error {
+		if s.charge.Add(n) {
+			return nil
+		}
+		return admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+n)
+	}
+	s.collect = func(e *gateway.Event) {
+		s.events = append(s.events, *e)
+		s.collected++
+		if len(s.events) == eventChunk && s.ctx != nil {
+			s.r.addEvents(s.ctx, s.events)
+			clear(s.events)
+			s.events = s.events[:0]
+		}
+	}
 	return s
+}
+
+// aggregating makes s hand its events to the aggregator in chunks as they
+// are collected, when the receiver is in a metrics pipeline.
+func (s *exportScratch) aggregating(ctx context.Context) {
+	if s.r.next != nil {
+		s.ctx = ctx
+	}
 }
 
 // maxPooledBody is the largest body buffer kept for reuse (a typical
@@ -246,7 +283,7 @@ func (r *gatewayReceiver) putScratch(s *exportScratch) {
 	s.charge.Release()
 	s.counter.Release()
 	clear(s.events)
-	s.events = s.events[:0]
+	s.events, s.collected, s.ctx = s.events[:0], 0, nil
 	if cap(s.events) > maxPooledEvents {
 		s.events = nil
 	}
@@ -266,6 +303,7 @@ func (r *gatewayReceiver) putScratch(s *exportScratch) {
 func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) error {
 	if r.next != nil {
 		s := r.getScratch()
+		s.aggregating(ctx)
 		examined, counted := s.counter.Count(td, s.collect)
 		r.record(ctx, s, examined, counted)
 		r.putScratch(s)
@@ -280,6 +318,7 @@ func (r *gatewayReceiver) ingest(ctx context.Context, td ptrace.Traces) error {
 // unmarshalling it into pdata (only for a receiver in no traces pipeline).
 // A malformed body counts nothing.
 func (r *gatewayReceiver) countProto(ctx context.Context, s *exportScratch, body []byte) error {
+	s.aggregating(ctx)
 	examined, counted, err := s.counter.CountProto(body, s.collect)
 	if err != nil {
 		return err

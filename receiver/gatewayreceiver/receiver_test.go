@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -576,5 +577,53 @@ func TestResourceNamesTheGatewayNotTheNode(t *testing.T) {
 	}
 	if v := rm.ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).IntValue(); v != 2 {
 		t.Errorf("count = %d, want 2 (both nodes in one series)", v)
+	}
+}
+
+// A request of more events than eventChunk hands them to the aggregator in
+// chunks as they are read (a request holds 1k events at a time, not all):
+// every one is counted once, over the direct protobuf path, pdata's JSON
+// path and an http-log batch, which still answers how many it accepted.
+func TestLargeRequestsAreCountedInChunks(t *testing.T) {
+	const n = 2*eventChunk + 100
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	td := ptrace.NewTraces()
+	for i := range n {
+		kongExport("GET", "/r/"+strconv.Itoa(i%7), 200).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	}
+	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, td)); code != http.StatusOK {
+		t.Fatalf("protobuf: %d %s", code, body)
+	}
+	if code, body := post(t, h.httpAddr, jsonContentType, jsonBody(t, td)); code != http.StatusOK {
+		t.Fatalf("JSON: %d %s", code, body)
+	}
+	var logs strings.Builder
+	logs.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			logs.WriteString(",")
+		}
+		logs.WriteString(`{"request":{"method":"GET"},"response":{"status":200},"route":{"name":"/r/` + strconv.Itoa(i%7) + `"},"service":{"name":"kong"}}`)
+	}
+	logs.WriteString("]")
+	resp, err := http.Post("http://"+h.httpAddr+"/kong/http-log", jsonContentType, strings.NewReader(logs.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if want := `{"accepted":` + strconv.Itoa(n) + `,"rejected":0}`; resp.StatusCode != http.StatusOK || string(answer) != want {
+		t.Fatalf("http-log: %d %s, want 200 %s", resp.StatusCode, answer, want)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, c := range countsOf(t, sink.AllMetrics()) {
+		total += c
+	}
+	if total != 3*n {
+		t.Errorf("%d requests counted, want %d (three requests of %d)", total, 3*n, n)
 	}
 }

@@ -40,6 +40,9 @@ func (c *SpanCounter) CountProto(body []byte, fn func(*Event)) (examined, counte
 		}
 		n, err := c.decodeResourceSpans(v)
 		if err != nil {
+			if c.refused != nil {
+				return 0, 0, c.refused
+			}
 			return 0, 0, at(err, "resource_spans", rs)
 		}
 		examined += n
@@ -92,6 +95,9 @@ func (c *SpanCounter) decodeResourceSpans(b []byte) (int, error) {
 		c.spans = dropLegacy(c.spans)
 	}
 	c.endResource()
+	if err := c.reserveGrowth(); err != nil { // the events, and the last span's growth
+		return 0, err
+	}
 	return len(c.spans), nil
 }
 
@@ -224,6 +230,10 @@ func decodeScope(b []byte, name string) (string, error) {
 // again from the start by decodeSpanChecked, which also words every error,
 // so the fast reading need only be right on what it accepts.
 func (c *SpanCounter) decodeSpan(b []byte) error {
+	// What the span before grew the buffers by is charged first.
+	if err := c.reserveGrowth(); err != nil {
+		return err
+	}
 	lo := len(c.attrs)
 	c.spans = append(c.spans, spanRec{attrLo: int32(lo)})
 	s := &c.spans[len(c.spans)-1]

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 	"strconv"
+	"unsafe"
 )
 
 // Attribute names read from spans (docs/gateways.md §1a, §2a, §3b, §5).
@@ -47,6 +48,21 @@ type SpanCounter struct {
 	Dimensions []AttrKey
 	// dimBuf holds the text of non-string dimension values of the call.
 	dimBuf []byte
+
+	// Reserve, when set, is asked for the bytes of every buffer the counter
+	// grows while it reads a protobuf body (span records, attributes,
+	// events: whole new arrays, as the old ones stay garbage until
+	// collected); an error stops the read and CountProto returns it. The
+	// receiver charges them to the request's admission, so the memory a
+	// body of many small spans costs (an event is 536 bytes, a span record
+	// 104, where a span can take 60 bytes of protobuf) is bounded with the
+	// bytes in flight, not just the body.
+	Reserve func(n int64) error
+	// capSpans, capAttrs and capEvents are the capacities already
+	// reserved in this call; refused is Reserve's error, which CountProto
+	// returns as it is (not located in the body: it is not the body's).
+	capSpans, capAttrs, capEvents int
+	refused                       error
 
 	// Detect forces the gateway kind; KindAuto (the zero value) detects it
 	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
@@ -130,6 +146,42 @@ func (c *SpanCounter) start() {
 	c.dimBuf = c.dimBuf[:0]
 	c.events = c.events[:0]
 	c.lastTry = c.lastTry[:0]
+	// What the counter kept from earlier calls (maxKeptRecords at most) is
+	// not the body's to pay for.
+	c.capSpans, c.capAttrs, c.capEvents = cap(c.spans), cap(c.attrs), cap(c.events)
+	c.refused = nil
+}
+
+// Sizes of what reserveGrowth charges.
+const (
+	sizeofSpanRec = int64(unsafe.Sizeof(spanRec{}))
+	sizeofKeyed   = int64(unsafe.Sizeof(keyed{}))
+	sizeofEvent   = int64(unsafe.Sizeof(Event{})) + 8 // and its lastTry
+)
+
+// reserveGrowth asks Reserve for the buffers grown since its last call.
+func (c *SpanCounter) reserveGrowth() error {
+	if c.Reserve == nil {
+		return nil
+	}
+	var n int64
+	if k := cap(c.spans); k > c.capSpans {
+		n += int64(k) * sizeofSpanRec
+		c.capSpans = k
+	}
+	if k := cap(c.attrs); k > c.capAttrs {
+		n += int64(k) * sizeofKeyed
+		c.capAttrs = k
+	}
+	if k := cap(c.events); k > c.capEvents {
+		n += int64(k) * sizeofEvent
+		c.capEvents = k
+	}
+	if n == 0 {
+		return nil
+	}
+	c.refused = c.Reserve(n)
+	return c.refused
 }
 
 // readDims fills e.Dims from the root span's attributes: strings as they
