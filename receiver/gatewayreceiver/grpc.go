@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -24,6 +25,7 @@ var (
 	grpcAccepted  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "accepted"))
 	grpcMalformed = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "malformed"))
 	grpcThrottled = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "throttled"))
+	grpcTooLarge  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "too_large"))
 )
 
 func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
@@ -33,7 +35,8 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	cfg := r.cfg.Protocols.GRPC.Get()
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
 		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})),
-		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)))
+		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)),
+		configgrpc.WithGrpcServerOption(grpc.StatsHandler(refusalCounter{r})))
 	if err != nil {
 		return err
 	}
@@ -53,6 +56,30 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 // unmarshals them into pdata to pass them on. Messages over
 // max_recv_msg_size_mib and undecompressable ones are refused by gRPC itself
 // (ResourceExhausted, Internal) before they reach Export.
+
+// refusalCounter counts the calls gRPC itself refuses before they reach
+// Export, which no handler of ours sees: a message over
+// max_recv_msg_size_mib, or one that inflates past it (ResourceExhausted:
+// too_large), or one that cannot be decompressed (Internal: malformed).
+// Export never answers either code itself.
+type refusalCounter struct{ r *gatewayReceiver }
+
+func (refusalCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (refusalCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (refusalCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (c refusalCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	end, ok := s.(*stats.End)
+	if !ok || end.Error == nil {
+		return
+	}
+	switch status.Code(end.Error) {
+	case codes.ResourceExhausted:
+		c.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcTooLarge))
+	case codes.Internal:
+		c.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+	}
+}
 
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 

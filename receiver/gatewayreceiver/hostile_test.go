@@ -209,6 +209,66 @@ func TestLoneLargeRequestIsAdmitted(t *testing.T) {
 	}
 }
 
+// A body announced larger than max_request_body_size is refused at once
+// (413, counted as too_large), on every ingest path, before a byte of it is
+// read: a client announcing a terabyte once held its connection until the
+// read timeout and was then counted as malformed.
+func TestAnnouncedOversizedBodyIsRefusedAtOnce(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) { c.Health = configoptional.Some(defaultHealthConfig()) })
+	for _, path := range []string{tracesURLPath, "/kong/http-log", "/apisix/http-logger", health.DefaultPushPath} {
+		conn, err := net.Dial("tcp", h.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second)) // well under the 30 s read timeout
+		_, _ = conn.Write([]byte("POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1099511627776\r\n\r\n{"))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v (no answer before the body)", path, err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d, want 413", path, resp.StatusCode)
+		}
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "too_large")); got != 3 {
+		t.Errorf("too_large requests = %d, want 3 (traces and both logs; the push is counted as a rejected health event)", got)
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", "rejected")); got != 1 {
+		t.Errorf("rejected pushes = %d, want 1", got)
+	}
+}
+
+// A gRPC message over max_recv_msg_size_mib is refused by gRPC itself
+// (ResourceExhausted) before Export sees it; it is counted all the same, as
+// too_large, and the next export is served.
+func TestOversizedGRPCMessageIsCounted(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), nil)
+	td := kongExport("GET", "/big", 200)
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("padding", strings.Repeat("p", 5<<20))
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	if _, err := client.Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(td)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("5 MiB message: %v, want ResourceExhausted", err)
+	}
+	if _, err := client.Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(kongExport("GET", "/ok", 200))); err != nil {
+		t.Fatalf("next export: %v", err)
+	}
+	// gRPC reports a call's end to its stats handler after answering it.
+	waitFor(t, func() bool {
+		return testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "too_large")) == 1
+	})
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "accepted")); got != 1 {
+		t.Errorf("accepted = %d, want 1", got)
+	}
+}
+
 // Decoding a protobuf body of many small spans builds far more than the
 // body (a 20 MB export of 150k spans took the collector from 40 to 566 MB):
 // the span records and events it builds are charged to the request as they

@@ -206,6 +206,14 @@ const maxOTLPJSONDepth = 4*100 + 16
 // The request's scratch (its working memory) is taken only once the body is
 // in; the caller owns it and puts it back. On failure nothing is held.
 func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, weight int64) (*exportScratch, bool) {
+	if limit := r.maxBodySize(); req.ContentLength > limit {
+		// Refused before a byte is read: a client announcing a terabyte
+		// holds nothing until the read timeout.
+		_ = req.Body.Close()
+		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge,
+			"Content-Length "+strconv.FormatInt(req.ContentLength, 10)+" exceeds max_request_body_size ("+strconv.FormatInt(limit, 10)+" bytes)")
+		return nil, false
+	}
 	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
 		_ = req.Body.Close()
 		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit, 0, req.ContentLength*weight))
@@ -363,6 +371,17 @@ func encodingName(enc string) string {
 // answers a body refused half-way with 429 too).
 func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if limit := r.maxBodySize(); req.ContentLength > limit {
+			_ = req.Body.Close()
+			b, _ := json.Marshal(struct {
+				Accepted   int    `json:"accepted"`
+				OutOfOrder int    `json:"out_of_order"`
+				Error      string `json:"error"`
+			}{Error: "Content-Length " + strconv.FormatInt(req.ContentLength, 10) + " exceeds max_request_body_size (" + strconv.FormatInt(limit, 10) + " bytes)"})
+			writeBody(w, jsonContentType, http.StatusRequestEntityTooLarge, b)
+			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushRejected))
+			return
+		}
 		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
 			_ = req.Body.Close()
 			w.Header().Set("Retry-After", admission.RetryAfter)
@@ -382,4 +401,19 @@ func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 	})
 }
 
-var pushThrottled = attribute.NewSet(attribute.String("outcome", "throttled"))
+var (
+	pushThrottled = attribute.NewSet(attribute.String("outcome", "throttled"))
+	pushRejected  = attribute.NewSet(attribute.String("outcome", "rejected"))
+)
+
+// defaultMaxRequestBodySize is confighttp's max_request_body_size when
+// unset (20 MiB).
+const defaultMaxRequestBodySize = 20 << 20
+
+// maxBodySize is the HTTP server's max_request_body_size.
+func (r *gatewayReceiver) maxBodySize() int64 {
+	if hc := r.cfg.Protocols.HTTP.Get(); hc != nil && hc.MaxRequestBodySize > 0 {
+		return hc.MaxRequestBodySize
+	}
+	return defaultMaxRequestBodySize
+}
