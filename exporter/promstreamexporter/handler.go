@@ -3,6 +3,7 @@ package promstreamexporter
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -117,6 +118,44 @@ type scrapeSlot struct {
 	writer series.Writer
 	gzip   *gzip.Writer
 	zstd   *zstd.Encoder
+	guard  stallGuard
+}
+
+// scrapeStallTimeout is how long a scrape may wait for its client to take
+// more of the body: a scraper that stops reading (or never reads) loses its
+// connection after it, and frees its max_concurrent_scrapes slot, instead
+// of holding it for the whole write_timeout. Four such clients held every
+// slot for 30 s and made every other scrape a 503.
+const scrapeStallTimeout = 5 * time.Second
+
+// stallGuard renews the connection's write deadline before every write, so
+// only a write that makes no progress for scrapeStallTimeout fails: a slow
+// but reading scraper is never cut, however long its scrape.
+type stallGuard struct {
+	w        io.Writer
+	deadline interface{ SetWriteDeadline(time.Time) error }
+}
+
+func (g *stallGuard) Write(p []byte) (int, error) {
+	if g.deadline != nil {
+		_ = g.deadline.SetWriteDeadline(time.Now().Add(scrapeStallTimeout))
+	}
+	return g.w.Write(p)
+}
+
+// writeDeadliner is w's SetWriteDeadline (http.ResponseController's
+// lookup, through wrappers that Unwrap), or nil.
+func writeDeadliner(w http.ResponseWriter) interface{ SetWriteDeadline(time.Time) error } {
+	for {
+		switch t := w.(type) {
+		case interface{ SetWriteDeadline(time.Time) error }:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 // slotPool hands out the scrape slots, last returned first out: scrapes
@@ -155,12 +194,15 @@ func (p *slotPool) put(s *scrapeSlot) {
 // writeScrape renders the table into w, compressed when the scraper accepts
 // it, and returns the uncompressed size.
 func (e *promStreamExporter) writeScrape(ctx context.Context, w http.ResponseWriter, r *http.Request, q *series.Query, slot *scrapeSlot) (int64, error) {
+	slot.guard = stallGuard{w: w, deadline: writeDeadliner(w)}
+	defer func() { slot.guard = stallGuard{} }()
+	out := &slot.guard
 	switch acceptedEncoding(r.Header.Get("Accept-Encoding")) {
 	case "zstd":
 		if slot.zstd == nil {
 			slot.zstd, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		}
-		slot.zstd.Reset(w)
+		slot.zstd.Reset(out)
 		w.Header().Set("Content-Encoding", "zstd")
 		n, err := slot.writer.WriteTo(ctx, e.table, slot.zstd, q)
 		return n, errors.Join(err, slot.zstd.Close())
@@ -171,12 +213,12 @@ func (e *promStreamExporter) writeScrape(ctx context.Context, w http.ResponseWri
 			// what we keep cheap.
 			slot.gzip, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed)
 		}
-		slot.gzip.Reset(w)
+		slot.gzip.Reset(out)
 		w.Header().Set("Content-Encoding", "gzip")
 		n, err := slot.writer.WriteTo(ctx, e.table, slot.gzip, q)
 		return n, errors.Join(err, slot.gzip.Close())
 	}
-	return slot.writer.WriteTo(ctx, e.table, w, q)
+	return slot.writer.WriteTo(ctx, e.table, out, q)
 }
 
 // acceptedEncoding picks zstd, then gzip, when Accept-Encoding offers them

@@ -3,6 +3,7 @@ package promstreamexporter
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -500,5 +501,63 @@ func TestHugeScrapeTimeoutServesTheScrape(t *testing.T) {
 		if rec.Code != http.StatusOK || rec.Body.String() != want {
 			t.Errorf("timeout %q: %d %q, want 200 %q", v, rec.Code, rec.Body, want)
 		}
+	}
+}
+
+// TestStalledScraperLosesItsSlot: a scraper that stops reading (its
+// connection open, its receive window full) is cut off once no write has
+// progressed for scrapeStallTimeout, freeing its slot for the next scrape;
+// it once held it for the whole write_timeout (30 s), and four such clients
+// made every other scrape a 503.
+func TestStalledScraperLosesItsSlot(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
+	cfg.MaxConcurrentScrapes = 1
+	cfg.ServerConfig.WriteTimeout = time.Minute // only the stall guard can free the slot in time
+	cfg.ShutdownGrace = 0
+	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = exp.Shutdown(context.Background()) }()
+	var values []string
+	for i := range 200_000 { // ~20 MB of exposition: far more than the socket buffers hold
+		values = append(values, strconv.Itoa(i)+strings.Repeat("v", 60))
+	}
+	if err := exp.ConsumeMetrics(context.Background(), gauges(values...)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", cfg.ServerConfig.NetAddr.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	_, _ = conn.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if _, err := bufio.NewReader(conn).ReadString('\n'); err != nil { // the scrape is running; read no more
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		resp, err := http.Get("http://" + cfg.ServerConfig.NetAddr.Endpoint + metricsPath)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Since(start) > scrapeStallTimeout+10*time.Second {
+			t.Fatal("the stalled scrape still holds its slot")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if waited := time.Since(start); waited < scrapeStallTimeout/2 {
+		t.Errorf("the slot was free after %v: the stalled scrape should have held it until it stalled", waited)
 	}
 }
