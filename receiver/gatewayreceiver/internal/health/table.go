@@ -1,6 +1,7 @@
 package health
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -230,7 +231,9 @@ func (t *table) capLocked(obs *gateway.TargetHealth) {
 	}
 	for _, f := range [...]*string{&obs.Upstream, &obs.Target, &obs.IP, &obs.Port} {
 		if len(*f) > t.maxLabel {
-			*f = gateway.CutLabel(*f, t.maxLabel)
+			// A copy: the cut would otherwise keep the whole decoded
+			// name alive in the row.
+			*f = strings.Clone(gateway.CutLabel(*f, t.maxLabel))
 			t.truncated++
 		}
 	}
@@ -327,7 +330,7 @@ func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int
 	}
 	t.capLocked(&ev.TargetHealth)
 	if t.maxLabel > 0 && len(ev.Gateway) > t.maxLabel {
-		ev.Gateway = gateway.CutLabel(ev.Gateway, t.maxLabel)
+		ev.Gateway = strings.Clone(gateway.CutLabel(ev.Gateway, t.maxLabel))
 		t.truncated++
 	}
 	k := rowKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}

@@ -1,7 +1,9 @@
 package health
 
 import (
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +46,36 @@ func TestSnapshotDrainDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { table.applyPoll(p, 2, time.Now(), obs) }); n != 0 {
 		t.Errorf("unchanged applyPoll allocates %v times", n)
 	}
+}
+
+// TestLongNamesAreCutAndNotRetained: names longer than the table's limit
+// are cut (and counted), and the row keeps a copy of the cut, not the
+// decoded name it was cut from: 40 rows of 1 MiB names hold kilobytes.
+func TestLongNamesAreCutAndNotRetained(t *testing.T) {
+	tab := newTable(256)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 40 {
+		long := strings.Repeat(strconv.Itoa(i%10), 1<<20)
+		ev := gateway.HealthEvent{Gateway: long, Kind: gateway.KindKong, TargetHealth: gateway.TargetHealth{
+			Upstream: long + "u", Target: long + "t", IP: "10.0.0.1", Port: "80", State: gateway.HealthHealthy}}
+		if got := tab.applyEvent(&ev, time.Now(), 1000); got != pushApplied {
+			t.Fatalf("event %d: %v", i, got)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 4<<20 {
+		t.Errorf("40 rows hold %d bytes: the decoded names are retained", grown)
+	}
+	for k := range tab.entries {
+		if len(k.instance) > 256 || len(k.upstream) > 256 || len(k.target) > 256 {
+			t.Errorf("a row keeps names of %d, %d, %d bytes", len(k.instance), len(k.upstream), len(k.target))
+		}
+	}
+	if n := tab.takeTruncated(); n != 120 {
+		t.Errorf("%d names cut, want 120", n)
+	}
+	runtime.KeepAlive(tab)
 }
