@@ -381,14 +381,18 @@ func TestConcurrentIngestAndScrape(t *testing.T) {
 	}
 }
 
-// TestClientDisconnectReleasesTheScrape: a scraper that hangs up mid-body
-// frees its slot at once (the deferred release runs, no goroutine lingers:
-// goleak checks at exit).
-func TestClientDisconnectReleasesTheScrape(t *testing.T) {
+// startOneSlot starts an exporter with max_concurrent_scrapes 1 (mutate
+// may change more) holding n gauges whose label values are pad bytes long,
+// stopped when the test ends, and returns its config.
+func startOneSlot(t *testing.T, n, pad int, mutate func(*Config)) *Config {
+	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
 	cfg.MaxConcurrentScrapes = 1
 	cfg.ShutdownGrace = 0 // no scrape here reads a whole body: do not wait for one at shutdown
+	if mutate != nil {
+		mutate(cfg)
+	}
 	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -396,14 +400,22 @@ func TestClientDisconnectReleasesTheScrape(t *testing.T) {
 	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = exp.Shutdown(context.Background()) }()
-	var values []string
-	for i := range 50_000 {
-		values = append(values, strconv.Itoa(i)+strings.Repeat("v", 40))
+	t.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
+	values := make([]string, 0, n)
+	for i := range n {
+		values = append(values, strconv.Itoa(i)+strings.Repeat("v", pad))
 	}
 	if err := exp.ConsumeMetrics(context.Background(), gauges(values...)); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestClientDisconnectReleasesTheScrape: a scraper that hangs up mid-body
+// frees its slot at once (the deferred release runs, no goroutine lingers:
+// goleak checks at exit).
+func TestClientDisconnectReleasesTheScrape(t *testing.T) {
+	cfg := startOneSlot(t, 50_000, 40, nil)
 	conn, err := net.Dial("tcp", cfg.ServerConfig.NetAddr.Endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -510,26 +522,9 @@ func TestHugeScrapeTimeoutServesTheScrape(t *testing.T) {
 // it once held it for the whole write_timeout (30 s), and four such clients
 // made every other scrape a 503.
 func TestStalledScraperLosesItsSlot(t *testing.T) {
-	cfg := createDefaultConfig()
-	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
-	cfg.MaxConcurrentScrapes = 1
-	cfg.ServerConfig.WriteTimeout = time.Minute // only the stall guard can free the slot in time
-	cfg.ShutdownGrace = 0
-	exp, err := NewFactory().CreateMetrics(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = exp.Shutdown(context.Background()) }()
-	var values []string
-	for i := range 200_000 { // ~20 MB of exposition: far more than the socket buffers hold
-		values = append(values, strconv.Itoa(i)+strings.Repeat("v", 60))
-	}
-	if err := exp.ConsumeMetrics(context.Background(), gauges(values...)); err != nil {
-		t.Fatal(err)
-	}
+	// ~20 MB of exposition: far more than the socket buffers hold. Only the
+	// stall guard can free the slot in time.
+	cfg := startOneSlot(t, 200_000, 60, func(c *Config) { c.ServerConfig.WriteTimeout = time.Minute })
 	conn, err := net.Dial("tcp", cfg.ServerConfig.NetAddr.Endpoint)
 	if err != nil {
 		t.Fatal(err)
