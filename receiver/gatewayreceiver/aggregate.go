@@ -484,10 +484,15 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		a.unmapped++
 		return false
 	}
-	if a.lim.maxLabelBytes > 0 {
-		a.truncated += int64(capStrings(&k, a.lim.maxLabelBytes))
-	}
 	a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+	// No string of a tuple is longer than its whole encoding: only a long
+	// encoding (rare) has strings to look at.
+	if max := a.lim.maxLabelBytes; max > 0 && len(a.keyBuf) > max {
+		if n := capStrings(&k, max); n > 0 {
+			a.truncated += int64(n)
+			a.keyBuf = encodeKey(a.keyBuf[:0], &k)
+		}
+	}
 	b := a.bundles[string(a.keyBuf)] // no allocation: the compiler borrows keyBuf
 	if b == nil {
 		b = a.admitLocked(&k) // k becomes the bundle's tuple (an overflow tuple)

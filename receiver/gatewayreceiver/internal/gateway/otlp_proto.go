@@ -231,8 +231,10 @@ func decodeScope(b []byte, name string) (string, error) {
 // so the fast reading need only be right on what it accepts.
 func (c *SpanCounter) decodeSpan(b []byte) error {
 	// What the span before grew the buffers by is charged first.
-	if err := c.reserveGrowth(); err != nil {
-		return err
+	if cap(c.spans) > c.capSpans || cap(c.attrs) > c.capAttrs {
+		if err := c.reserveGrowth(); err != nil {
+			return err
+		}
 	}
 	lo := len(c.attrs)
 	c.spans = append(c.spans, spanRec{attrLo: int32(lo)})
