@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -357,7 +357,7 @@ func serverStatusCounts(c *authCollector) (httpCodes, grpcCodes map[string]float
 	}
 	httpCodes, grpcCodes = map[string]float64{}, map[string]float64{}
 	for _, s := range samples {
-		switch s.labels.Get(labels.MetricName) {
+		switch s.labels.Get(model.MetricNameLabel) {
 		case "http_server_request_duration_count":
 			httpCodes[s.labels.Get("server_port")+"|"+s.labels.Get("http_response_status_code")] += s.value
 		case "rpc_server_call_duration_count":

@@ -153,7 +153,7 @@ func parseExposition(body []byte, contentType string) ([]parsedSample, error) {
 func samplesOf(samples []parsedSample, name string) seriesCounts {
 	out := seriesCounts{}
 	for _, s := range samples {
-		if s.labels.Get(labels.MetricName) == name {
+		if s.labels.Get(model.MetricNameLabel) == name {
 			out[labelKey(s.labels)] = s.value
 		}
 	}
@@ -260,7 +260,7 @@ func receiverOutcomes(col *collector) (map[outcomeKey]float64, error) {
 	}
 	out := map[outcomeKey]float64{}
 	for _, s := range samples {
-		if s.labels.Get(labels.MetricName) == telemetryName {
+		if s.labels.Get(model.MetricNameLabel) == telemetryName {
 			out[outcomeKey{s.labels.Get("outcome"), s.labels.Get("transport")}] += s.value
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -214,7 +215,7 @@ func (e expectedCounts) stored(target string) seriesCounts {
 func labelKey(l labels.Labels) string {
 	var parts []string
 	l.Range(func(lbl labels.Label) {
-		if lbl.Name != labels.MetricName {
+		if lbl.Name != model.MetricNameLabel {
 			parts = append(parts, lbl.Name+"="+strconv.Quote(lbl.Value))
 		}
 	})

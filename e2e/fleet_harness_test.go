@@ -640,7 +640,7 @@ func promSelfMetrics(p *promServer) (map[string]float64, []parsedSample, error) 
 	}
 	out := map[string]float64{}
 	for _, s := range samples {
-		out[s.labels.Get(labels.MetricName)] += s.value
+		out[s.labels.Get(model.MetricNameLabel)] += s.value
 	}
 	return out, samples, nil
 }
@@ -659,7 +659,7 @@ func telemetrySum(col *collector, name string, match map[string]string) (float64
 	var sum float64
 outer:
 	for _, s := range samples {
-		if s.labels.Get(labels.MetricName) != name {
+		if s.labels.Get(model.MetricNameLabel) != name {
 			continue
 		}
 		for k, v := range match {
