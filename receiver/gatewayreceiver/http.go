@@ -210,8 +210,7 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 		// Refused before a byte is read: a client announcing a terabyte
 		// holds nothing until the read timeout.
 		_ = req.Body.Close()
-		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge,
-			"Content-Length "+strconv.FormatInt(req.ContentLength, 10)+" exceeds max_request_body_size ("+strconv.FormatInt(limit, 10)+" bytes)")
+		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, oversized(req.ContentLength, limit))
 		return nil, false
 	}
 	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
@@ -372,26 +371,12 @@ func encodingName(enc string) string {
 func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if limit := r.maxBodySize(); req.ContentLength > limit {
-			_ = req.Body.Close()
-			b, _ := json.Marshal(struct {
-				Accepted   int    `json:"accepted"`
-				OutOfOrder int    `json:"out_of_order"`
-				Error      string `json:"error"`
-			}{Error: "Content-Length " + strconv.FormatInt(req.ContentLength, 10) + " exceeds max_request_body_size (" + strconv.FormatInt(limit, 10) + " bytes)"})
-			writeBody(w, jsonContentType, http.StatusRequestEntityTooLarge, b)
-			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushRejected))
+			r.refusePush(w, req, http.StatusRequestEntityTooLarge, pushRejected, oversized(req.ContentLength, limit))
 			return
 		}
 		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
-			_ = req.Body.Close()
 			w.Header().Set("Retry-After", admission.RetryAfter)
-			b, _ := json.Marshal(struct {
-				Accepted   int    `json:"accepted"`
-				OutOfOrder int    `json:"out_of_order"`
-				Error      string `json:"error"`
-			}{Error: admission.BusyError(r.admit, 0, req.ContentLength*weightLogJSON).Error()})
-			writeBody(w, jsonContentType, http.StatusTooManyRequests, b)
-			r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(pushThrottled))
+			r.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, admission.BusyError(r.admit, 0, req.ContentLength*weightLogJSON).Error())
 			return
 		}
 		charge := r.admit.NewCharge()
@@ -399,6 +384,24 @@ func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 		req.Body = admission.NewBody(req.Body, &charge)
 		h.ServeHTTP(w, req)
 	})
+}
+
+// refusePush answers a push refused before its body is read, in the push
+// endpoint's answer shape, and counts it as outcome.
+func (r *gatewayReceiver) refusePush(w http.ResponseWriter, req *http.Request, code int, outcome attribute.Set, msg string) {
+	_ = req.Body.Close()
+	b, _ := json.Marshal(struct {
+		Accepted   int    `json:"accepted"`
+		OutOfOrder int    `json:"out_of_order"`
+		Error      string `json:"error"`
+	}{Error: msg})
+	writeBody(w, jsonContentType, code, b)
+	r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(outcome))
+}
+
+// oversized says why a declared Content-Length is refused.
+func oversized(contentLength, limit int64) string {
+	return "Content-Length " + strconv.FormatInt(contentLength, 10) + " exceeds max_request_body_size (" + strconv.FormatInt(limit, 10) + " bytes)"
 }
 
 var (

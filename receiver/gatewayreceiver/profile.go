@@ -330,12 +330,17 @@ func statusString(s int64) string {
 	return strconv.FormatInt(s, 10)
 }
 
-func sourceName(s gateway.Source, upstream, gw string) string {
+// sourceName is a profile's word for who answered: upstream, gw (the gateway
+// itself), proxy (it proxied and no upstream answer came: APISIX's "nginx";
+// a gateway without that word passes gw), "" when the input does not say.
+func sourceName(s gateway.Source, upstream, gw, proxy string) string {
 	switch s {
 	case gateway.SourceUpstream:
 		return upstream
-	case gateway.SourceGateway, gateway.SourceProxy:
+	case gateway.SourceGateway:
 		return gw
+	case gateway.SourceProxy:
+		return proxy
 	}
 	return ""
 }

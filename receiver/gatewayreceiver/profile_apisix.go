@@ -77,11 +77,8 @@ func apisixStatusLabels(k *tupleKey, m pcommon.Map) {
 	m.PutStr("consumer", k.consumer)
 	m.PutStr("node", k.target)
 	apisixLLMLabels(k, m)
-	if k.source == gateway.SourceProxy {
-		m.PutStr("response_source", "nginx") // proxied, no upstream response (core/response.lua)
-	} else {
-		m.PutStr("response_source", sourceName(k.source, "upstream", "apisix"))
-	}
+	// "nginx": proxied, no upstream response (core/response.lua).
+	m.PutStr("response_source", sourceName(k.source, "upstream", "apisix", "nginx"))
 }
 
 func apisixOtherLabels(k *tupleKey, m pcommon.Map) {

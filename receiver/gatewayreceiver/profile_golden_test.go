@@ -491,7 +491,7 @@ func TestAPISIXResponseSourceNginx(t *testing.T) {
 	if v, _ := m.Get("response_source"); v.Str() != "nginx" {
 		t.Errorf("apisix response_source %q, want nginx", v.Str())
 	}
-	if got := sourceName(gateway.SourceProxy, "service", "kong"); got != "kong" {
+	if got := sourceName(gateway.SourceProxy, "service", "kong", "kong"); got != "kong" {
 		t.Errorf("kong source %q, want kong", got)
 	}
 }

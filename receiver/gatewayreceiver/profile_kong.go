@@ -59,7 +59,7 @@ func kongRequestLabels(k *tupleKey, m pcommon.Map) {
 	m.PutStr("service", k.service)
 	m.PutStr("route", k.route)
 	m.PutStr("code", statusString(k.status))
-	m.PutStr("source", sourceName(k.source, "service", "kong"))
+	m.PutStr("source", sourceName(k.source, "service", "kong", "kong"))
 	m.PutStr("workspace", k.workspace)
 	m.PutStr("consumer", k.consumer)
 }

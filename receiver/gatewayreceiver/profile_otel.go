@@ -77,7 +77,7 @@ func otelLabels(k *tupleKey, m pcommon.Map) {
 	}
 	putNonEmpty(m, "gateway.consumer", k.consumer)
 	if k.source != gateway.SourceUnknown {
-		m.PutStr("gateway.response.source", sourceName(k.source, "upstream", "gateway"))
+		m.PutStr("gateway.response.source", sourceName(k.source, "upstream", "gateway", "gateway"))
 	}
 }
 

@@ -230,12 +230,17 @@ func (t *table) capLocked(obs *gateway.TargetHealth) {
 		return
 	}
 	for _, f := range [...]*string{&obs.Upstream, &obs.Target, &obs.IP, &obs.Port} {
-		if len(*f) > t.maxLabel {
-			// A copy: the cut would otherwise keep the whole decoded
-			// name alive in the row.
-			*f = strings.Clone(gateway.CutLabel(*f, t.maxLabel))
-			t.truncated++
-		}
+		t.cutLocked(f)
+	}
+}
+
+// cutLocked cuts *name to maxLabel bytes when it is longer, counting it.
+func (t *table) cutLocked(name *string) {
+	if t.maxLabel > 0 && len(*name) > t.maxLabel {
+		// A copy: the cut would otherwise keep the whole decoded name
+		// alive in the row.
+		*name = strings.Clone(gateway.CutLabel(*name, t.maxLabel))
+		t.truncated++
 	}
 }
 
@@ -329,10 +334,7 @@ func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int
 		at = now
 	}
 	t.capLocked(&ev.TargetHealth)
-	if t.maxLabel > 0 && len(ev.Gateway) > t.maxLabel {
-		ev.Gateway = strings.Clone(gateway.CutLabel(ev.Gateway, t.maxLabel))
-		t.truncated++
-	}
+	t.cutLocked(&ev.Gateway)
 	k := rowKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}
 	existing := t.entries[k]
 	switch {
