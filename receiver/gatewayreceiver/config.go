@@ -50,7 +50,10 @@ const (
 	// defaultReadTimeout bounds a whole request read, and (http.Server's
 	// rule when no idle timeout is set) an idle keep-alive connection.
 	defaultReadTimeout = 30 * time.Second
-	tracesURLPath      = "/v1/traces"
+	// defaultGRPCReceiveTimeout is the gRPC counterpart of
+	// defaultReadTimeout: the time a call's message may take to arrive.
+	defaultGRPCReceiveTimeout = 30 * time.Second
+	tracesURLPath             = "/v1/traces"
 )
 
 // Config is the gateway receiver's configuration.
@@ -147,6 +150,11 @@ type Config struct {
 	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
 	// 0 turns the bound off.
 	MaxRequestBytesInFlight int64 `mapstructure:"max_request_bytes_in_flight"`
+	// GRPCReceiveTimeout ends a gRPC call whose message has not fully
+	// arrived this long after its headers (DEADLINE_EXCEEDED): gRPC holds
+	// what has arrived, and nothing else would end a client that stalls.
+	// 0 turns it off. The HTTP paths have protocols.http.read_timeout.
+	GRPCReceiveTimeout time.Duration `mapstructure:"grpc_receive_timeout"`
 	// Health polls and receives upstream health (config_health.go); off
 	// unless the section is present.
 	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
@@ -262,6 +270,7 @@ func createDefaultConfig() *Config {
 		MaxLabelValueLength: defaultMaxLabelValueLength,
 
 		MaxRequestBytesInFlight: defaultMaxInFlight,
+		GRPCReceiveTimeout:      defaultGRPCReceiveTimeout,
 		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
 		CheckpointReplay:        defaultCheckpointReplay,
@@ -360,6 +369,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CollectorLabel != "" && strings.HasPrefix(c.CollectorLabel, "__") {
 		errs = errors.Join(errs, fmt.Errorf("collector_label must not start with \"__\" (reserved by Prometheus), got %q", c.CollectorLabel))
+	}
+	if c.GRPCReceiveTimeout < 0 {
+		errs = errors.Join(errs, fmt.Errorf("grpc_receive_timeout must be 0 (off) or positive, got %s", c.GRPCReceiveTimeout))
 	}
 	if c.MaxRequestBytesInFlight < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", c.MaxRequestBytesInFlight))

@@ -24,7 +24,21 @@ func TestConfig(t *testing.T) {
 			if c.FlushInterval != defaultFlushInterval {
 				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
 			}
+			if c.GRPCReceiveTimeout != 30*time.Second || receivingSlots(c) != 16 {
+				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 30s and 16 (64 MiB / 4 MiB)", c.GRPCReceiveTimeout, receivingSlots(c))
+			}
 		}},
+		{file: "grpc_bounds.yaml", check: func(t *testing.T, c *Config) {
+			// 512 MiB / 16 MiB messages.
+			if c.GRPCReceiveTimeout != 10*time.Second || receivingSlots(c) != 32 {
+				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 10s and 32", c.GRPCReceiveTimeout, receivingSlots(c))
+			}
+			c.MaxRequestBytesInFlight = 0
+			if receivingSlots(c) != 0 {
+				t.Errorf("%d receiving slots without max_request_bytes_in_flight, want no bound", receivingSlots(c))
+			}
+		}},
+		{file: "bad_grpc_receive_timeout.yaml", wantError: "grpc_receive_timeout must be 0 (off) or positive, got -1s"},
 		{file: "http_only.yaml", check: func(t *testing.T, c *Config) {
 			if c.Protocols.GRPC.HasValue() {
 				t.Error("grpc is enabled, want disabled")

@@ -3,6 +3,8 @@ package gatewayreceiver
 import (
 	"context"
 	"errors"
+	"strconv"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -10,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -26,6 +29,7 @@ var (
 	grpcMalformed = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "malformed"))
 	grpcThrottled = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "throttled"))
 	grpcTooLarge  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "too_large"))
+	grpcStalled   = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "stalled"))
 )
 
 func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
@@ -47,8 +51,51 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	}
 	r.serverGRPC = srv
 	r.serve(host, "gRPC", ln, srv.Serve, grpc.ErrServerStopped)
+	r.stopReap = make(chan struct{})
+	r.servers.Add(1)
+	go r.reapLoop(r.stopReap)
 	return nil
 }
+
+// receivingSlots is how many gRPC calls may receive their message at once:
+// what gRPC holds for incomplete messages (at most max_recv_msg_size each)
+// then stays within max_request_bytes_in_flight, with at least 16 slots so
+// that a burst of small calls is not refused; 0 (no bound) when
+// max_request_bytes_in_flight is off.
+func receivingSlots(cfg *Config) int {
+	if cfg.MaxRequestBytesInFlight <= 0 {
+		return 0
+	}
+	maxRecv := int64(4 << 20) // gRPC's default
+	if g := cfg.Protocols.GRPC; g.HasValue() && g.Get().MaxRecvMsgSizeMiB > 0 {
+		maxRecv = int64(g.Get().MaxRecvMsgSizeMiB) << 20
+	}
+	return int(max(16, cfg.MaxRequestBytesInFlight/maxRecv))
+}
+
+// reapLoop ends, every second, the gRPC calls whose message has not arrived
+// within grpc_receive_timeout.
+func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
+	defer r.servers.Done()
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if n := r.receiving.Reap(); n > 0 {
+				r.telemetry.ReceiverGatewayRequests.Add(context.Background(), int64(n), metric.WithAttributeSet(grpcStalled))
+				r.settings.Logger.Warn("Ended gRPC calls whose message did not arrive within grpc_receive_timeout (DEADLINE_EXCEEDED)",
+					zap.Int("calls", n), zap.Duration("grpc_receive_timeout", r.cfg.GRPCReceiveTimeout))
+			}
+		}
+	}
+}
+
+// reapEvery is how often stalled calls are looked for: a call is ended
+// between grpc_receive_timeout and a second more after its headers.
+var reapEvery = time.Second
 
 // The OTLP TraceService, registered by hand so that a request's bytes reach
 // Export undecoded: like the HTTP path, a receiver in no traces pipeline
@@ -139,7 +186,11 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	s := svc.r.getScratch()
 	defer svc.r.putScratch(s)
 	in := &rawRequest{r: svc.r, s: s}
-	if err := dec(in); err != nil {
+	err := dec(in)
+	// The message has arrived (or never will): its receiving slot is free.
+	// A read the receiver ended is answered by gRPC (admission.Receiving).
+	admission.CallOf(ctx).Leave()
+	if err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
@@ -152,14 +203,31 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 }
 
 // admitStream refuses a new call before its message is read while
-// max_request_bytes_in_flight is used up (Unavailable: OTLP exporters
-// retry it).
-func (r *gatewayReceiver) admitStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
+// max_request_bytes_in_flight is used up, or while every receiving slot is
+// taken by a call younger than a second (Unavailable: OTLP exporters retry
+// it); otherwise the call takes a receiving slot, which bounds what gRPC
+// holds for it until its message has arrived (admission.Receiving).
+func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if r.admit.Full() {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 		return ctx, status.Error(codes.Unavailable, admission.BusyError(r.admit, 0, 0).Error())
 	}
-	return ctx, nil
+	if info.FullMethodName != exportMethod {
+		return ctx, nil // refused by gRPC before anything is read
+	}
+	call, shed, err := r.receiving.Enter(ctx)
+	if shed {
+		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
+	}
+	if err != nil {
+		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		if errors.Is(err, admission.ErrBusy) {
+			err = errors.New("every one of the " + strconv.Itoa(r.receiving.Slots()) +
+				" receiving slots is taken by a call whose message is still arriving; retry later")
+		}
+		return ctx, status.Error(codes.Unavailable, err.Error())
+	}
+	return call, nil
 }
 
 func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportResponse, error) {

@@ -46,6 +46,10 @@ type gatewayReceiver struct {
 	// admit bounds the request bytes held at once across every ingest
 	// path (internal/admission).
 	admit *admission.Limiter
+	// receiving bounds the gRPC calls whose message is still arriving and
+	// ends the stalled ones (grpc.go); stopReap stops its reaper.
+	receiving *admission.Receiving
+	stopReap  chan struct{}
 	// scratch hands each concurrent export its own *exportScratch; bodies
 	// holds request body buffers (*[]byte) up to maxPooledBody.
 	scratch sync.Pool
@@ -95,6 +99,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		agg:       agg,
 		rates:     cfg.samplingRates(),
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
+		receiving: admission.NewReceiving(receivingSlots(cfg), cfg.GRPCReceiveTimeout),
 	}
 	r.scratch.New = func() any { return newScratch(r, cfg.detect(), dims.spanKeys()) }
 	return r, nil
@@ -172,7 +177,14 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		errs = errors.Join(errs, r.serverHTTP.Shutdown(ctx))
 	}
 	if r.serverGRPC != nil {
-		r.serverGRPC.GracefulStop()
+		// Calls still receiving their message are ended first (their
+		// clients retry): a stalled one would hold the graceful stop.
+		r.receiving.Close()
+		r.stopGRPC(ctx)
+	}
+	if r.stopReap != nil {
+		close(r.stopReap)
+		r.stopReap = nil
 	}
 	r.servers.Wait()
 	if r.health != nil {
@@ -187,6 +199,22 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 	}
 	errs = errors.Join(errs, r.closeCheckpoint(ctx))
 	return errs
+}
+
+// stopGRPC stops the gRPC server gracefully (calls in progress finish), or
+// at once when ctx ends first.
+func (r *gatewayReceiver) stopGRPC(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() {
+		r.serverGRPC.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		r.serverGRPC.Stop()
+		<-stopped
+	}
 }
 
 // exportScratch is the reusable working memory of one request: its body,

@@ -66,7 +66,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	var err, errs error
 	tb.ReceiverGatewayRequests, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_requests",
-		metric.WithDescription("Export requests received, by transport (http, grpc) and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused, throttled, unauthenticated). [Development]"),
+		metric.WithDescription("Export requests received, by transport (http, grpc) and outcome (accepted, partially_accepted, malformed, unsupported_media_type, too_large, method_not_allowed, refused, throttled, unauthenticated, stalled). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -1,0 +1,319 @@
+package gatewayreceiver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/otelgateway/otelgateway/internal/testutil"
+)
+
+// stallingClient speaks HTTP/2 by hand to do what no gRPC client does:
+// open Export calls that announce a message, send part of it and stop.
+// It answers pings (a well-behaved transport otherwise) and records how
+// each call ended.
+type stallingClient struct {
+	t  *testing.T
+	fr *http2.Framer
+	nc net.Conn
+	wr sync.Mutex // the framer's writes
+
+	mu    sync.Mutex
+	ended map[uint32]callEnd
+	next  uint32
+	cond  *sync.Cond
+}
+
+// callEnd is how the server ended a call: its grpc-status and message, or
+// a stream reset.
+type callEnd struct {
+	code    codes.Code
+	message string
+	reset   bool
+}
+
+func dialStalling(t *testing.T, addr string) *stallingClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	c := &stallingClient{t: t, nc: nc, fr: http2.NewFramer(nc, nc), ended: map[uint32]callEnd{}, next: 1}
+	c.cond = sync.NewCond(&c.mu)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	c.write(func() error { return c.fr.WriteSettings() })
+	go c.read()
+	return c
+}
+
+func (c *stallingClient) write(f func() error) {
+	c.wr.Lock()
+	defer c.wr.Unlock()
+	if err := f(); err != nil {
+		c.t.Errorf("writing a frame: %v", err)
+	}
+}
+
+func (c *stallingClient) read() {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.mu.Lock()
+			c.cond.Broadcast()
+			c.mu.Unlock()
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				c.write(func() error { return c.fr.WriteSettingsAck() })
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.write(func() error { return c.fr.WritePing(true, f.Data) })
+			}
+		case *http2.MetaHeadersFrame:
+			if !f.StreamEnded() {
+				continue // the response headers; the status is in the trailers
+			}
+			code, _ := strconv.Atoi(f.PseudoValue("status"))
+			end := callEnd{code: codes.Unknown}
+			if code == 0 || code == 200 {
+				if n, err := strconv.Atoi(headerValue(f, "grpc-status")); err == nil {
+					end.code = codes.Code(n)
+				}
+				end.message = headerValue(f, "grpc-message")
+			}
+			c.end(f.StreamID, end)
+		case *http2.RSTStreamFrame:
+			c.end(f.StreamID, callEnd{reset: true})
+		}
+	}
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.RegularFields() {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+func (c *stallingClient) end(id uint32, e callEnd) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, seen := c.ended[id]; !seen {
+		c.ended[id] = e
+	}
+	c.cond.Broadcast()
+}
+
+// stall opens a call announcing a message of announced bytes and sends
+// sent of them (within the initial window: no flow control to follow).
+func (c *stallingClient) stall(announced, sent int) uint32 {
+	c.mu.Lock()
+	id := c.next
+	c.next += 2
+	c.mu.Unlock()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", "x"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	msg := make([]byte, 5+sent)
+	binary.BigEndian.PutUint32(msg[1:5], uint32(announced))
+	c.write(func() error {
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+			return err
+		}
+		for len(msg) > 0 {
+			n := min(len(msg), 16384)
+			if err := c.fr.WriteData(id, false, msg[:n]); err != nil {
+				return err
+			}
+			msg = msg[n:]
+		}
+		return nil
+	})
+	return id
+}
+
+// wait returns how call id ended, failing the test if it has not within d.
+func (c *stallingClient) wait(id uint32, d time.Duration) callEnd {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	timer := time.AfterFunc(d, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer timer.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if e, ok := c.ended[id]; ok {
+			return e
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("call %d not ended after %v", id, d)
+		}
+		c.cond.Wait()
+	}
+}
+
+// open reports whether call id has not ended yet.
+func (c *stallingClient) open(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ended := c.ended[id]
+	return !ended
+}
+
+// TestStalledGRPCCallsAreBounded: gRPC holds what a call's message has sent
+// before any handler sees it, so the receiver bounds the calls receiving at
+// once (16 at the default bounds): past that a new call is refused while the
+// receiving ones are young, and takes the oldest one's slot once that has
+// been receiving for a second. Nothing of a good export is lost after.
+func TestStalledGRPCCallsAreBounded(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 0 })
+	slots := h.r.receiving.Slots()
+	if slots != 16 {
+		t.Fatalf("receiving slots at the default bounds = %d, want 16 (64 MiB / 4 MiB)", slots)
+	}
+	c := dialStalling(t, h.grpcAddr)
+	ids := make([]uint32, slots+4)
+	for i := range ids {
+		ids[i] = c.stall(1<<20, 32<<10)
+	}
+	// The last 4 are refused at once, naming why; the first 16 hold.
+	for _, id := range ids[slots:] {
+		e := c.wait(id, 5*time.Second)
+		if e.code != codes.Unavailable || !strings.Contains(e.message, "receiving slots") {
+			t.Errorf("call %d past the slots: %+v, want Unavailable naming the receiving slots", id, e)
+		}
+	}
+	if n := h.r.receiving.Len(); n != slots {
+		t.Fatalf("%d calls receiving, want %d", n, slots)
+	}
+	// A good export: refused too while the stalled calls are young, then,
+	// retried after a second, it takes the oldest one's slot.
+	conn := dialGRPC(t, h.grpcAddr)
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	var resp []byte
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); status.Code(err) != codes.Unavailable {
+		t.Fatalf("export while every slot is young: %v, want Unavailable", err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatalf("export after a second: %v", err)
+	}
+	e := c.wait(ids[0], 5*time.Second)
+	if e.code != codes.DeadlineExceeded {
+		t.Errorf("the oldest stalled call: %+v, want DeadlineExceeded", e)
+	}
+	for _, id := range ids[1:slots] {
+		if !c.open(id) {
+			t.Errorf("stalled call %d ended; only the oldest had to", id)
+		}
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+	for outcome, want := range map[string]int64{"stalled": 1, "throttled": 5, "accepted": 1} {
+		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "grpc"), attribute.String("outcome", outcome)); n != want {
+			t.Errorf("grpc %s requests = %d, want %d", outcome, n, want)
+		}
+	}
+}
+
+// TestStalledGRPCCallsAreEnded: a call whose message has not arrived within
+// grpc_receive_timeout is ended (DEADLINE_EXCEEDED, counted stalled) and its
+// slot freed, and the next export is served.
+func TestStalledGRPCCallsAreEnded(t *testing.T) {
+	defer func(every time.Duration) { reapEvery = every }(reapEvery)
+	reapEvery = 20 * time.Millisecond
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 300 * time.Millisecond })
+	c := dialStalling(t, h.grpcAddr)
+	ids := []uint32{c.stall(1<<20, 32<<10), c.stall(4<<20-64, 0), c.stall(100, 99)}
+	for _, id := range ids {
+		e := c.wait(id, 5*time.Second)
+		if e.code != codes.DeadlineExceeded {
+			t.Errorf("stalled call %d: %+v, want DeadlineExceeded", id, e)
+		}
+	}
+	if n := h.r.receiving.Len(); n != 0 {
+		t.Errorf("%d calls still receiving after the timeout", n)
+	}
+	conn := dialGRPC(t, h.grpcAddr)
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	var resp []byte
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatalf("export after the stalled calls ended: %v", err)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "grpc"), attribute.String("outcome", "stalled")); n != 3 {
+		t.Errorf("stalled grpc requests = %d, want 3", n)
+	}
+}
+
+// TestShutdownEndsStalledGRPCCalls: a call still receiving at shutdown is
+// ended (Unavailable: its client retries elsewhere), so it cannot hold the
+// graceful stop, and what was counted is flushed.
+func TestShutdownEndsStalledGRPCCalls(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil) // grpc_receive_timeout 30 s: far away
+	conn := dialGRPC(t, h.grpcAddr)
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	var resp []byte
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatal(err)
+	}
+	c := dialStalling(t, h.grpcAddr)
+	late := c.stall(1<<20, 1024)
+	for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls receiving, want the stalled one", h.r.receiving.Len())
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.r.Shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown still waits for a call that stalls")
+	}
+	if e := c.wait(late, 5*time.Second); e.code != codes.Canceled {
+		t.Errorf("call receiving at shutdown: %+v, want Canceled", e)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+}
