@@ -40,6 +40,9 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
 		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})),
 		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)),
+		// gRPC's default is 16 MiB of metadata per call, held while the
+		// call lasts; the HTTP server's is 1 MiB (net/http).
+		configgrpc.WithGrpcServerOption(grpc.MaxHeaderListSize(maxGRPCHeaderBytes)),
 		configgrpc.WithGrpcServerOption(grpc.StatsHandler(refusalCounter{r})))
 	if err != nil {
 		return err
@@ -92,6 +95,10 @@ func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
 		}
 	}
 }
+
+// maxGRPCHeaderBytes bounds a call's metadata, as http.DefaultMaxHeaderBytes
+// bounds an HTTP request's headers.
+const maxGRPCHeaderBytes = 1 << 20
 
 // reapEvery is how often stalled calls are looked for: a call is ended
 // between grpc_receive_timeout and a second more after its headers.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -316,4 +317,21 @@ func TestShutdownEndsStalledGRPCCalls(t *testing.T) {
 		t.Errorf("call receiving at shutdown: %+v, want Canceled", e)
 	}
 	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+}
+
+// TestGRPCMetadataIsBounded: a call's metadata is bounded as an HTTP
+// request's headers are (1 MiB), not gRPC's 16 MiB; calls within it pass.
+func TestGRPCMetadataIsBounded(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), nil)
+	conn := dialGRPC(t, h.grpcAddr)
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	var resp []byte
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-big", strings.Repeat("a", 2<<20))
+	if err := conn.Invoke(ctx, exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err == nil || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("a call with 2 MiB of metadata: %v, want refused at 1048576 bytes", err)
+	}
+	ctx = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.Repeat("t", 4096))
+	if err := conn.Invoke(ctx, exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatalf("a call with 4 KiB of metadata: %v", err)
+	}
 }
