@@ -40,6 +40,12 @@ const (
 	// stallHeapBound: 1,000 stalled uploads announcing 4 MiB each hold a
 	// 16 KiB buffer each, not what they announce.
 	stallHeapBound = 100 * mib
+	// stallGRPCHeapBound: 500 gRPC calls that sent 1 MiB of a 4 MiB message
+	// each and stalled held it all (500 MiB); at most 16 may be receiving
+	// at once (max_request_bytes_in_flight / max_recv_msg_size).
+	stallGRPCHeapBound = 128 * mib
+	// defaultGRPCReceiveTimeout: grpc_receive_timeout's default.
+	defaultGRPCReceiveTimeout = 30 * time.Second
 	// flatRSSGrowth: a refused deep body may not grow RSS by more than this.
 	flatRSSGrowth = 48 * mib
 	// scrapeBound: a full scrape of /metrics answers within this while an
@@ -120,6 +126,7 @@ func TestHostileClients(t *testing.T) {
 	t.Run("cardinality", testCardinality)
 	t.Run("big_concurrent_exports", testBigConcurrentExports)
 	t.Run("stalled_uploads", testStalledUploads)
+	t.Run("stalled_grpc_calls", testStalledGRPCCalls)
 	t.Run("deep_nesting", testDeepNesting)
 	t.Run("absurd_values", testAbsurdValues)
 	t.Run("apisix_ndjson_bad_line", testAPISIXBadLine)
@@ -458,6 +465,73 @@ func testStalledUploads(t *testing.T) {
 	}
 	waitTelemetry(t, h.col, telemetryName, requestsOutcome("malformed"), conns)
 	h.finish(t, stallHeapBound+64*mib, stallHeapBound, scrapeBound)
+}
+
+// testStalledGRPCCalls opens 500 Export calls over 25 connections, paced
+// over five seconds, each announcing a 4 MiB message, sending 1 MiB of it
+// (following flow control) and stalling. gRPC holds what a call has sent
+// before the receiver sees a byte: unbounded, they held 500 MiB until the
+// client left. Now every call must be refused (UNAVAILABLE, counted
+// throttled) or ended (DEADLINE_EXCEEDED, counted stalled: shed for a
+// newer call, or after grpc_receive_timeout) while the memory stays
+// bounded and the good traffic counts exactly.
+func testStalledGRPCCalls(t *testing.T) {
+	const (
+		conns    = 25
+		perConn  = 20
+		announce = 4<<20 - 64
+		sent     = 1 << 20
+		pace     = 250 * time.Millisecond // 100 new calls a second
+		margin   = 10 * time.Second
+	)
+	h := startHostileRun(t, "")
+	cs := make([]*stallConn, conns)
+	for i := range cs {
+		cs[i] = dialStallConn(t, h.col.grpcAddr)
+		defer cs[i].close()
+	}
+	ids := make([][]uint32, conns)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perConn {
+				ids[i] = append(ids[i], c.stall(announce, sent))
+				time.Sleep(pace)
+			}
+		}()
+	}
+	wg.Wait()
+	last := time.Now()
+	total := conns * perConn
+	byStatus := map[string]int{}
+	eventually(t, defaultGRPCReceiveTimeout+margin, "every stalled gRPC call ended by the collector", func() (bool, string) {
+		clear(byStatus)
+		open := 0
+		for i, c := range cs {
+			for _, id := range ids[i] {
+				if e, ok := c.endedBy(id); ok {
+					byStatus[grpcStatusName(e.status)]++
+				} else {
+					open++
+				}
+			}
+		}
+		return open == 0, fmt.Sprintf("%d of %d calls still open %s after the last was opened; ended: %v",
+			open, total, time.Since(last).Round(time.Second), byStatus)
+	})
+	t.Logf("%d stalled calls (4 MiB announced, 1 MiB sent) all ended: %v", total, byStatus)
+	if n := byStatus["UNAVAILABLE"] + byStatus["DEADLINE_EXCEEDED"]; n != total {
+		t.Errorf("%d calls ended UNAVAILABLE or DEADLINE_EXCEEDED, want all %d (%v)", n, total, byStatus)
+	}
+	if byStatus["DEADLINE_EXCEEDED"] == 0 {
+		t.Error("no call was ended as stalled: the receiving slots were never taken")
+	}
+	grpcOutcome := func(o string) map[string]string { return map[string]string{"outcome": o, "transport": "grpc"} }
+	waitTelemetry(t, h.col, telemetryName, grpcOutcome("stalled"), float64(byStatus["DEADLINE_EXCEEDED"]))
+	waitTelemetry(t, h.col, telemetryName, grpcOutcome("throttled"), float64(byStatus["UNAVAILABLE"]))
+	h.finish(t, stallGRPCHeapBound+64*mib, stallGRPCHeapBound, scrapeBound)
 }
 
 // ---------------------------------------------------------------------------
