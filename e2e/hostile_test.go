@@ -41,8 +41,8 @@ const (
 	// 16 KiB buffer each, not what they announce.
 	stallHeapBound = 100 * mib
 	// stallGRPCHeapBound: 500 gRPC calls that sent 1 MiB of a 4 MiB message
-	// each and stalled held it all (500 MiB); at most 16 may be receiving
-	// at once (max_request_bytes_in_flight / max_recv_msg_size).
+	// each and stalled held it all (500 MiB); at most 32 may be receiving at
+	// once at the defaults (the receiver README, "Calls that stall").
 	stallGRPCHeapBound = 128 * mib
 	// defaultGRPCReceiveTimeout: grpc_receive_timeout's default.
 	defaultGRPCReceiveTimeout = 30 * time.Second

@@ -24,14 +24,14 @@ func TestConfig(t *testing.T) {
 			if c.FlushInterval != defaultFlushInterval {
 				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
 			}
-			if c.GRPCReceiveTimeout != 30*time.Second || receivingSlots(c) != 16 {
-				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 30s and 16 (64 MiB / 4 MiB)", c.GRPCReceiveTimeout, receivingSlots(c))
+			if c.GRPCReceiveTimeout != 30*time.Second || receivingSlots(c) != 32 {
+				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 30s and 32 (64 MiB / 4 MiB is less)", c.GRPCReceiveTimeout, receivingSlots(c))
 			}
 		}},
 		{file: "grpc_bounds.yaml", check: func(t *testing.T, c *Config) {
-			// 512 MiB / 16 MiB messages.
-			if c.GRPCReceiveTimeout != 10*time.Second || receivingSlots(c) != 32 {
-				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 10s and 32", c.GRPCReceiveTimeout, receivingSlots(c))
+			// 2 GiB / 16 MiB messages.
+			if c.GRPCReceiveTimeout != 10*time.Second || receivingSlots(c) != 128 {
+				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 10s and 128", c.GRPCReceiveTimeout, receivingSlots(c))
 			}
 			c.MaxRequestBytesInFlight = 0
 			if receivingSlots(c) != 0 {

@@ -192,15 +192,15 @@ func (c *stallingClient) open(id uint32) bool {
 
 // TestStalledGRPCCallsAreBounded: gRPC holds what a call's message has sent
 // before any handler sees it, so the receiver bounds the calls receiving at
-// once (16 at the default bounds): past that a new call is refused while the
+// once (32 at the default bounds): past that a new call is refused while the
 // receiving ones are young, and takes the oldest one's slot once that has
 // been receiving for a second. Nothing of a good export is lost after.
 func TestStalledGRPCCallsAreBounded(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 0 })
 	slots := h.r.receiving.Slots()
-	if slots != 16 {
-		t.Fatalf("receiving slots at the default bounds = %d, want 16 (64 MiB / 4 MiB)", slots)
+	if slots != minReceivingSlots {
+		t.Fatalf("receiving slots at the default bounds = %d, want %d", slots, minReceivingSlots)
 	}
 	c := dialStalling(t, h.grpcAddr)
 	ids := make([]uint32, slots+4)
