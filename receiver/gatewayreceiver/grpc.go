@@ -93,7 +93,7 @@ func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
 			return
 		case <-t.C:
 			if n := r.receiving.Reap(); n > 0 {
-				r.telemetry.ReceiverGatewayRequests.Add(context.Background(), int64(n), metric.WithAttributeSet(grpcStalled))
+				// Counted stalled where their read fails (exportHandler).
 				r.settings.Logger.Warn("Ended gRPC calls whose message did not arrive within grpc_receive_timeout (DEADLINE_EXCEEDED)",
 					zap.Int("calls", n), zap.Duration("grpc_receive_timeout", r.cfg.GRPCReceiveTimeout))
 			}
@@ -203,9 +203,15 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	in := &rawRequest{r: svc.r, s: s}
 	err := dec(in)
 	// The message has arrived (or never will): its receiving slot is free.
-	// A read the receiver ended is answered by gRPC (admission.Receiving).
-	admission.CallOf(ctx).Leave()
+	// A read the receiver ended is answered by gRPC (admission.Receiving),
+	// and counted here, once: a call ended while its whole message waited
+	// may still have read it, and is then served (and counted) as usual.
+	call := admission.CallOf(ctx)
+	call.Leave()
 	if err != nil {
+		if call.Stalled() {
+			svc.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
+		}
 		return nil, err
 	}
 	if interceptor == nil {
@@ -230,10 +236,8 @@ func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (cont
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // refused by gRPC before anything is read
 	}
-	call, shed, err := r.receiving.Enter(ctx)
-	if shed {
-		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
-	}
+	// A call this one sheds is counted where its read fails (exportHandler).
+	call, _, err := r.receiving.Enter(ctx)
 	if err != nil {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 		if errors.Is(err, admission.ErrBusy) {

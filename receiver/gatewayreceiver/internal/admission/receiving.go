@@ -74,6 +74,9 @@ var (
 // before a new call may take its slot.
 const ShedAge = time.Second
 
+// Enter and Reap report the calls they end (for logs and tests); outcomes
+// are counted with Call.Stalled where the read fails (see Stalled).
+
 // NewReceiving bounds the receiving calls to slots (0: unbounded) and their
 // receipt to timeout (0: no bound).
 func NewReceiving(slots int, timeout time.Duration) *Receiving {
@@ -121,12 +124,24 @@ func (r *Receiving) Enter(ctx context.Context) (c *Call, shed bool, err error) {
 // message took too long (see Receiving).
 func (c *Call) Err() error {
 	err := c.Context.Err()
-	if err != nil {
-		if cause := context.Cause(c.Context); cause == ErrStalled || cause == ErrShed {
-			return context.DeadlineExceeded
-		}
+	if err != nil && c.Stalled() {
+		return context.DeadlineExceeded
 	}
 	return err
+}
+
+// Stalled reports whether the receiver ended c because its message took
+// too long (ErrStalled or ErrShed). A call ended so may still have read
+// its message, if the whole of it had arrived when it was ended: gRPC's
+// read picks at random between a cancelled context and data waiting. So
+// the caller counts a stalled call where its read fails, not where it is
+// ended.
+func (c *Call) Stalled() bool {
+	if c == nil {
+		return false
+	}
+	cause := context.Cause(c.Context)
+	return cause == ErrStalled || cause == ErrShed
 }
 
 type callKey struct{}
