@@ -295,22 +295,28 @@ func (e *encoder) hist(s *stream, last map[*metricDesc][]float64) {
 		return
 	}
 	e.byte(1)
-	if prev, ok := last[s.desc]; ok && len(prev) > 0 && len(prev) == len(h.bounds) && &prev[0] == &h.bounds[0] {
+	bounds := h.bounds()
+	if prev, ok := last[s.desc]; ok && len(prev) > 0 && len(prev) == len(bounds) && &prev[0] == &bounds[0] {
 		e.uvarint(0)
 	} else {
-		e.uvarint(uint64(len(h.bounds)) + 1)
-		for _, b := range h.bounds {
+		e.uvarint(uint64(len(bounds)) + 1)
+		for _, b := range bounds {
 			e.f64(b)
 		}
-		last[s.desc] = h.bounds
+		last[s.desc] = bounds
 	}
 	e.uvarint(h.count)
 	e.moments(&h.moments)
-	e.counts(h.counts)
+	e.counts(h.counts())
 	if !s.fresh {
-		e.uvarint(h.prevCount)
-		e.moments(&h.prev)
-		e.counts(h.prevCounts())
+		// A stream that is not fresh has saved its last window (saveHist).
+		p := h.prev
+		if p == nil {
+			p = &histPrev{counts: make([]uint64, len(bounds)+1)}
+		}
+		e.uvarint(p.count)
+		e.moments(&p.moments)
+		e.counts(p.counts)
 	}
 }
 
@@ -483,19 +489,19 @@ func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histStat
 		last[metric] = bounds
 	}
 	n := len(bounds) + 1
-	h := &histState{bounds: bounds, counts: make([]uint64, n)}
+	h := newHistState(new(histState), &bounds, func(n int) []uint64 { return make([]uint64, n) })
 	h.count = d.Uvarint()
 	d.moments(&h.moments)
-	for i := range h.counts {
-		h.counts[i] = d.Uvarint()
+	counts := h.counts()
+	for i := range counts {
+		counts[i] = d.Uvarint()
 	}
 	if !fresh {
-		h.prevCount = d.Uvarint()
-		d.moments(&h.prev)
-		h.makePrevCounts(func(n int) []uint64 { return make([]uint64, n) })
-		prev := h.prevCounts()
-		for i := range prev {
-			prev[i] = d.Uvarint()
+		h.prev = &histPrev{count: d.Uvarint()}
+		d.moments(&h.prev.moments)
+		h.prev.counts = make([]uint64, n)
+		for i := range h.prev.counts {
+			h.prev.counts[i] = d.Uvarint()
 		}
 	}
 	return h
@@ -617,11 +623,10 @@ func (p *cumulativeProcessor) install(cp *checkpoint, now int64) (installed, ski
 		s.total, s.prev, s.hist, s.exp = ss.s.total, ss.s.prev, ss.s.hist, ss.s.exp
 		if s.hist != nil {
 			// Share the metric's bounds, as foldHist does.
-			if b := d.bounds.Load(); b != nil && slices.Equal(*b, s.hist.bounds) {
-				s.hist.bounds = *b
+			if b := d.bounds.Load(); b != nil && slices.Equal(*b, s.hist.bounds()) {
+				s.hist.boundsAt = b
 			} else {
-				b := s.hist.bounds
-				d.bounds.Store(&b)
+				d.bounds.Store(s.hist.boundsAt)
 			}
 		}
 		if ss.s.dirty {

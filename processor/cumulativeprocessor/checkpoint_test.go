@@ -110,7 +110,11 @@ func states(p *cumulativeProcessor) map[string]string {
 			v := fmt.Sprintf("overflow=%v started=%v dirty=%v int=%v fresh=%v start=%d last=%d win=%d seen=%d total=%#x prev=%d",
 				s.overflow, s.started, s.dirty, s.isInt, s.fresh, s.start, s.last, s.winStart, s.seen, s.total, s.prev)
 			if h := s.hist; h != nil {
-				v += fmt.Sprintf(" hist{%+v %d %+v %d %v %v %v}", h.moments, h.count, h.prev, h.prevCount, h.bounds, h.counts, h.prevCounts())
+				v += fmt.Sprintf(" hist{%+v %d %v %v", h.moments, h.count, h.bounds(), h.counts())
+				if p := h.prev; p != nil {
+					v += fmt.Sprintf(" prev{%+v %d %v}", p.moments, p.count, p.counts)
+				}
+				v += "}"
 			}
 			if e := s.exp; e != nil {
 				v += " exp" + expString(e)

@@ -67,7 +67,7 @@ func exemplarValue(e pmetric.Exemplar) float64 {
 func (s *stream) exemplarKey(v float64) int64 {
 	switch {
 	case s.hist != nil:
-		return int64(sort.SearchFloat64s(s.hist.bounds, v))
+		return int64(sort.SearchFloat64s(s.hist.bounds(), v))
 	case s.exp != nil:
 		return expKey(s.exp.scale, s.exp.zeroThreshold, v)
 	}

@@ -7,24 +7,41 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// histState is the cumulative state of an explicit-bucket histogram, and
-// its value before the last window (for a window that replaces it).
+// histState is the cumulative state of an explicit-bucket histogram.
 //
-// counts has len(bounds)+1 buckets. The counts before the last window
-// (prevCounts) are made on the stream's second window, the first with a
-// value before it: a stream that only ever sees one window (a route hit
-// once, then stale) never needs them, and creating a stream writes half
-// the buckets. prevAt points at them, len(counts) of them: a pointer, not
-// a second slice header, keeps the state of a long-lived stream 8 bytes
-// larger than one allocation for both halves would, not 24.
+// It is 64 bytes, one cache line (TestStreamSize): creating a stream writes
+// all of it, and a steady-state point reads it. So the bounds and the
+// counts are held by their data pointers (the counts are len(bounds)+1, so
+// one length serves both), and the value before the last window (what a
+// resent window is measured against) is made on the stream's second
+// window, the first with a value before it: a stream that only ever sees
+// one window (a route hit once, then stale) never needs it.
 type histState struct {
 	moments
-	count     uint64
-	prev      moments
-	prevCount uint64
-	bounds    []float64
-	counts    []uint64
-	prevAt    *uint64 // nil until the first window with one before it (saveHist)
+	count    uint64
+	boundsAt *[]float64 // shared, read-only (sharedBounds)
+	countsAt *uint64    // len(*boundsAt)+1 counts
+	prev     *histPrev  // nil until the first window with one before it (saveHist)
+}
+
+// histPrev is a histogram's value before its last window.
+type histPrev struct {
+	moments
+	count  uint64
+	counts []uint64
+}
+
+// bounds are h's explicit bounds.
+func (h *histState) bounds() []float64 { return *h.boundsAt }
+
+// counts are h's bucket counts, len(bounds)+1.
+func (h *histState) counts() []uint64 { return unsafe.Slice(h.countsAt, len(*h.boundsAt)+1) }
+
+// newHistState returns a zero state for bounds, its counts from take.
+func newHistState(h *histState, bounds *[]float64, take func(n int) []uint64) *histState {
+	h.boundsAt = bounds
+	h.countsAt = unsafe.SliceData(take(len(*bounds) + 1))
+	return h
 }
 
 // histKind folds delta explicit-bucket histograms.
@@ -39,38 +56,27 @@ func invalidHist(dp pmetric.HistogramDataPoint) bool {
 	return n != 0 && n != dp.ExplicitBounds().Len()+1
 }
 
-// prevCounts are the counts before the last window; nil before the
-// stream's second window (while it is fresh, nothing reads them).
-func (h *histState) prevCounts() []uint64 {
-	if h.prevAt == nil {
-		return nil
-	}
-	return unsafe.Slice(h.prevAt, len(h.counts))
-}
-
-// makePrevCounts gives h its prevCounts, from take (len(counts) zero
-// counts).
-func (h *histState) makePrevCounts(take func(n int) []uint64) {
-	if h.prevAt == nil {
-		h.prevAt = unsafe.SliceData(take(len(h.counts)))
-	}
-}
-
+// saveHist keeps s's value as the value before the window about to be
+// folded, in its histPrev (made on the stream's second window).
 func saveHist(s *stream) {
 	h := s.hist
 	if h == nil {
 		s.fresh = true // nothing before: a replacement starts again
 		return
 	}
-	h.makePrevCounts(s.shard.takeCounts)
-	h.prev, h.prevCount = h.moments, h.count
-	copy(h.prevCounts(), h.counts)
+	if h.prev == nil {
+		h.prev = s.shard.takePrev(len(*h.boundsAt) + 1)
+	}
+	h.prev.moments, h.prev.count = h.moments, h.count
+	copy(h.prev.counts, h.counts())
 }
 
+// restoreHist puts back the value saveHist kept, for a window that
+// replaces the last one.
 func restoreHist(s *stream) {
-	if h := s.hist; h != nil {
-		h.moments, h.count = h.prev, h.prevCount
-		copy(h.counts, h.prevCounts())
+	if h := s.hist; h != nil && h.prev != nil {
+		h.moments, h.count = h.prev.moments, h.prev.count
+		copy(h.counts(), h.prev.counts)
 	}
 }
 
@@ -81,24 +87,22 @@ func foldHist(_ *cumulativeProcessor, s *stream, dp pmetric.HistogramDataPoint) 
 	bounds, counts := dp.ExplicitBounds(), dp.BucketCounts()
 	r := accepted
 	h := s.hist
-	if h != nil && !sameBounds(h.bounds, bounds) {
+	if h != nil && !sameBounds(h.bounds(), bounds) {
 		s.restart(dp.StartTimestamp(), dp.Timestamp())
 		h, r = nil, boundsChanged
 	}
 	if h == nil {
 		// First point: copy its shape, into the shard's slabs (we hold its
 		// lock): the stream's state costs no allocation of its own.
-		n := bounds.Len() + 1
-		h = &s.shard.histSlab.take(1, histChunk)[0]
-		h.bounds = sharedBounds(s.desc, bounds)
-		h.counts = s.shard.takeCounts(n)
+		h = newHistState(&s.shard.histSlab.take(1, histChunk)[0], sharedBounds(s.desc, bounds), s.shard.takeCounts)
 		h.moments = startMoments(dp)
 		s.hist = h
 	}
 	h.count += dp.Count()
 	foldMoments(&h.moments, dp)
+	hc := h.counts()
 	for i := 0; i < counts.Len(); i++ {
-		h.counts[i] += counts.At(i)
+		hc[i] += counts.At(i)
 	}
 	return r
 }
@@ -123,19 +127,19 @@ func writeHist(s *stream, dp pmetric.HistogramDataPoint) {
 	// length matches. The bounds of a point folded into its own stream are
 	// the stream's (foldHist checked); only an overflow stream, fed by many
 	// streams, or a fresh emitted point needs them written.
-	if b := dp.ExplicitBounds(); s.overflow || b.Len() != len(h.bounds) {
-		b.FromRaw(h.bounds)
+	if b := dp.ExplicitBounds(); s.overflow || b.Len() != len(*h.boundsAt) {
+		b.FromRaw(*h.boundsAt)
 	}
-	dp.BucketCounts().FromRaw(h.counts)
+	dp.BucketCounts().FromRaw(h.counts())
 }
 
-// sharedBounds returns the metric's shared bounds slice when bounds equal it,
-// else a copy that becomes the shared one. The slice is never written after.
-func sharedBounds(d *metricDesc, bounds pcommon.Float64Slice) []float64 {
+// sharedBounds returns the metric's shared bounds when bounds equal them,
+// else a copy that becomes the shared one. They are never written after.
+func sharedBounds(d *metricDesc, bounds pcommon.Float64Slice) *[]float64 {
 	if b := d.bounds.Load(); b != nil && sameBounds(*b, bounds) {
-		return *b
+		return b
 	}
 	b := bounds.AsRaw()
 	d.bounds.Store(&b)
-	return b
+	return &b
 }

@@ -32,12 +32,20 @@ func (s *slab[T]) take(n, chunk int) []T {
 // Chunk sizes, about 2–4 KiB each.
 const (
 	streamChunk = 16  // streams of 128 bytes (TestStreamSize)
-	histChunk   = 32  // histStates of ~100 bytes
-	countsChunk = 512 // uint64s: a 13-bucket histogram takes 13, and 13 more for its prevCounts
+	histChunk   = 32  // histStates of 64 bytes (TestStreamSize)
+	prevChunk   = 32  // histPrevs of 64 bytes
+	countsChunk = 512 // uint64s: a 13-bucket histogram takes 13, and 13 more for its histPrev
 )
 
 // takeCounts returns n zero bucket counts. The caller holds sh.mu.
 func (sh *shard) takeCounts(n int) []uint64 { return sh.countsSlab.take(n, countsChunk) }
+
+// takePrev returns a zero histPrev of n counts. The caller holds sh.mu.
+func (sh *shard) takePrev(n int) *histPrev {
+	p := &sh.prevSlab.take(1, prevChunk)[0]
+	p.counts = sh.takeCounts(n)
+	return p
+}
 
 // newStream returns a zero stream of sh for d and the identity (h, attrs).
 // The caller holds sh.mu. A stream is never reused: a swept one stays dead

@@ -120,9 +120,10 @@ type shard struct {
 	// (slab.go).
 	streamSlab slab[stream]
 	histSlab   slab[histState]
+	prevSlab   slab[histPrev]
 	countsSlab slab[uint64]
 	// pad keeps two shards' locks off one cache line.
-	_ [192 - 8 - 48 - 24 - 3*24]byte
+	_ [192 - 8 - 48 - 24 - 4*24]byte
 }
 
 // find returns the stream of (metric, h, attrs), or nil, and where insert

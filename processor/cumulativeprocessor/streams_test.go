@@ -208,4 +208,8 @@ func TestStreamSize(t *testing.T) {
 	if n := unsafe.Sizeof(stream{}); n > 128 {
 		t.Errorf("a stream takes %d bytes, want at most 128", n)
 	}
+	// A new explicit histogram stream writes its state too: one line.
+	if n := unsafe.Sizeof(histState{}); n > 64 {
+		t.Errorf("a histogram's state takes %d bytes, want at most 64", n)
+	}
 }
