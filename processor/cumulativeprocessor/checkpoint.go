@@ -415,7 +415,7 @@ func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 		cp.metrics = append(cp.metrics, m)
 	}
 	ns := d.Count(30)
-	lastBounds := make(map[int][]float64)
+	lastBounds := make(map[int]*[]float64)
 	for range ns {
 		idx := d.Uvarint()
 		if d.Err == nil && idx >= uint64(len(cp.metrics)) {
@@ -462,11 +462,13 @@ func (d *decoder) checkpoint(staleBefore int64) (*checkpoint, error) {
 	return cp, d.Err
 }
 
-func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histState {
+func (d *decoder) hist(fresh bool, metric int, last map[int]*[]float64) *histState {
 	if d.Byte() == 0 {
 		return nil
 	}
-	var bounds []float64
+	// The streams of a metric that share their bounds share them restored
+	// too: one slice, one pointer (histState.boundsAt).
+	var bounds *[]float64
 	switch n := d.Uvarint(); {
 	case d.Err != nil:
 		return nil
@@ -482,14 +484,15 @@ func (d *decoder) hist(fresh bool, metric int, last map[int][]float64) *histStat
 			d.Fail("%d bounds in %d bytes", n-1, len(d.B))
 			return nil
 		}
-		bounds = make([]float64, n-1)
-		for i := range bounds {
-			bounds[i] = d.F64()
+		b := make([]float64, n-1)
+		for i := range b {
+			b[i] = d.F64()
 		}
+		bounds = &b
 		last[metric] = bounds
 	}
-	n := len(bounds) + 1
-	h := newHistState(new(histState), &bounds, func(n int) []uint64 { return make([]uint64, n) })
+	n := len(*bounds) + 1
+	h := newHistState(new(histState), bounds, func(n int) []uint64 { return make([]uint64, n) })
 	h.count = d.Uvarint()
 	d.moments(&h.moments)
 	counts := h.counts()

@@ -54,9 +54,11 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 	}
 	r.serverGRPC = srv
 	r.serve(host, "gRPC", ln, srv.Serve, grpc.ErrServerStopped)
-	r.stopReap = make(chan struct{})
-	r.servers.Add(1)
-	go r.reapLoop(r.stopReap)
+	if r.cfg.GRPCReceiveTimeout > 0 {
+		r.stopReap = make(chan struct{})
+		r.servers.Add(1)
+		go r.reapLoop(r.stopReap)
+	}
 	return nil
 }
 

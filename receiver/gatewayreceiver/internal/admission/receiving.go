@@ -21,9 +21,9 @@ import (
 //   - at most slots calls receive at once, so what gRPC holds for
 //     incomplete messages is at most slots × max_recv_msg_size. A call
 //     past that takes the slot of the oldest receiving call if that one has
-//     been receiving for at least minAge (a stalled call is old; a healthy
+//     been receiving for at least ShedAge (a stalled call is old; a healthy
 //     one is done in milliseconds), else it is refused (ErrBusy), so a
-//     client holding every slot delays others by minAge at most;
+//     client holding every slot delays others by ShedAge at most;
 //   - a call whose message has not arrived within timeout is ended.
 //
 // An ended call's context is cancelled with its cause (ErrStalled, ErrShed
@@ -39,7 +39,6 @@ import (
 type Receiving struct {
 	slots   int           // 0: no bound on the count
 	timeout time.Duration // 0: no reaping
-	minAge  time.Duration
 	now     func() time.Time
 
 	mu         sync.Mutex
@@ -80,7 +79,7 @@ const ShedAge = time.Second
 // NewReceiving bounds the receiving calls to slots (0: unbounded) and their
 // receipt to timeout (0: no bound).
 func NewReceiving(slots int, timeout time.Duration) *Receiving {
-	return &Receiving{slots: slots, timeout: timeout, minAge: ShedAge, now: time.Now}
+	return &Receiving{slots: slots, timeout: timeout, now: time.Now}
 }
 
 // Enter registers a new call whose message is about to be read from ctx's
@@ -98,7 +97,7 @@ func (r *Receiving) Enter(ctx context.Context) (c *Call, shed bool, err error) {
 	}
 	if r.slots > 0 && r.n >= r.slots {
 		old := r.head
-		if now.Sub(old.start) < r.minAge {
+		if now.Sub(old.start) < ShedAge {
 			r.mu.Unlock()
 			return nil, false, ErrBusy
 		}
