@@ -3,6 +3,7 @@ package gatewayreceiver
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math"
 	"sort"
 	"sync"
 
@@ -38,28 +39,43 @@ type limits struct {
 	maxLabelBytes int
 }
 
-// series is one stream of one family over the current window. Sums use
-// total; histograms count, sum and buckets (len(bounds)+1, the last +Inf).
+// series is one stream of one family over the current window, as the
+// words of its set that hold it: total and sum (float64 bits), count, and
+// whether it was updated in this window (emit it). Sums use total;
+// histograms count, sum and the family's buckets (len(bounds)+1, the last
+// +Inf), which follow the set's series in its words.
 //
 // Layout: with 10k routes the series outgrow the CPU caches, so each update
-// is a memory access. The fields an update touches fill one 64-byte object
-// (the label tuple, read only when emitting, sits in the set); the buckets
-// of a set's histograms sit together in one pointer-free array. What few
-// series have (exemplars, an exponential histogram's buckets) sits in the
-// set's extra, reached only by the updates that need it: a new tuple
-// writes two pointers per series, not five, and its series are 64 bytes,
-// not 88.
-type series struct {
-	total   float64
-	count   uint64
-	sum     float64
-	buckets []uint64
-	// touched: updated in this window (emit it).
-	touched bool
-	// slot is the series' index in its set's slots and extra.
-	slot uint16
-	// set holds the series (and so its label tuple).
-	set *seriesSet
+// is a memory access. A set's series and buckets are one pointer-free
+// array of words (the collector's GC never scans them; a new kong tuple
+// writes three), reached through the set's one cache line: an update of a
+// histogram touches its series and then its buckets, next to each other.
+// What few series have (exemplars, an exponential histogram's buckets)
+// sits in the set's extra, reached only by the updates that need it.
+type series [seriesWords]uint64
+
+// seriesWords is the words of one series.
+const seriesWords = 4
+
+func (s *series) total() float64 { return math.Float64frombits(s[0]) }
+func (s *series) count() uint64  { return s[1] }
+func (s *series) sum() float64   { return math.Float64frombits(s[2]) }
+func (s *series) touched() bool  { return s[3] != 0 }
+
+// touch marks s updated in this window; false if it was already.
+func (s *series) touch() bool {
+	if s[3] != 0 {
+		return false
+	}
+	s[3] = 1
+	return true
+}
+
+// addTo adds a window's total, sum and count to s (merge).
+func (s *series) addTo(total, sum float64, count uint64) {
+	s[0] = math.Float64bits(s.total() + total)
+	s[1] += count
+	s[2] = math.Float64bits(s.sum() + sum)
 }
 
 // seriesExtra is what a series of a set keeps beyond its counts, when it
@@ -73,22 +89,35 @@ type seriesExtra struct {
 	exp *expoHist
 }
 
-// extra is s's extra part, nil when its set keeps none.
-func (s *series) extra() *seriesExtra {
-	if x := s.set.extra; x != nil {
-		return &(*x)[s.slot]
+// at is the set's series in slot j.
+func (set *seriesSet) at(j int) *series {
+	return (*series)(set.words[j*seriesWords:][:seriesWords])
+}
+
+// extraAt is the extra part of the set's series in slot j, nil when the
+// set keeps none.
+func (set *seriesSet) extraAt(j int) *seriesExtra {
+	if x := set.extra; x != nil {
+		return &(*x)[j]
 	}
 	return nil
 }
 
-// ensureExtra is s's extra part, its set's made on first use (a set's
-// first traced request).
-func (s *series) ensureExtra() *seriesExtra {
-	if s.set.extra == nil {
-		x := make([]seriesExtra, len(s.set.slots))
-		s.set.extra = &x
+// ensureExtra is the extra part of the set's series in slot j of n, the
+// set's made on first use (its first traced request).
+func (set *seriesSet) ensureExtra(j, n int) *seriesExtra {
+	if set.extra == nil {
+		x := make([]seriesExtra, n)
+		set.extra = &x
 	}
-	return &(*s.set.extra)[s.slot]
+	return &(*set.extra)[j]
+}
+
+// bucketsOf is the explicit histogram buckets of family f (none for other
+// families) in the set, fs its place.
+func (set *seriesSet) bucketsOf(fs *familyState, f *family) []uint64 {
+	n := f.explicitBuckets()
+	return set.words[fs.at : fs.at+n : fs.at+n]
 }
 
 // exemplar is one observed request that carried a trace: its ids and
@@ -109,20 +138,24 @@ type exemplar struct {
 // its group's map (compared whole, after the hash), and its points' labels
 // (decodeKey, substrings of enc). A string of some 30 bytes without pointers
 // in place of the 328-byte tupleKey per series the sets replace.
+//
+// 64 bytes: a set's chunk of 32 fills a 2 KiB size class, so every set is
+// one aligned cache line.
 type seriesSet struct {
-	enc  string
-	next *seriesSet // the group's next set whose tuple has the same hash
-	seen bool       // a bundle that holds it was used in this window (keep it)
+	// words are the series of the group's families, seriesWords each in
+	// its order (slot j's at j·seriesWords), then the explicit
+	// histograms' buckets (family fam's at fams[fam].at).
+	words []uint64
+	// extra is, per slot, what a series keeps beyond its counts: made for
+	// every set of a group with an exponential histogram, else on the set's
+	// first exemplar; nil for most sets.
+	extra *[]seriesExtra
+	next  *seriesSet // the group's next set whose tuple has the same hash
+	enc   string
+	seen  bool // a bundle that holds it was used in this window (keep it)
 	// touched: one of its series was updated in this window (the set is in
 	// its group's touched list).
 	touched bool
-	// slots are the series of the group's families, in its order.
-	slots []series
-	// extra is, per slot, what a series keeps beyond its counts: made for
-	// every set of a group with an exponential histogram, else on the set's
-	// first exemplar; nil for most sets (a pointer, not a slice: a set
-	// stays 64 bytes).
-	extra *[]seriesExtra
 }
 
 // setsPerChunk is how many sets a group allocates at once. Slots of evicted
@@ -143,20 +176,23 @@ type group struct {
 	// fams are the families of the projection, in profile order: slot j of
 	// a set is family fams[j]'s series.
 	fams []int
-	// nBuckets is the explicit histogram buckets of one set, all families.
-	nBuckets int
+	// words is the length of one set's words: its series, then its
+	// explicit histograms' buckets.
+	words int
 	// sets is made on the group's first set, sized as the bundles map (a
 	// tuple projects onto one set per group), so that new tuples do not
 	// grow it either; a group no event reaches (the LLM families of a
 	// gateway without GenAI traffic) costs no map.
 	sets map[uint64]*seriesSet
-	// free are evicted sets, emptied, reused before chunk; chunk, slots and
-	// buckets are what remains of the last chunk allocated.
-	free    []*seriesSet
-	chunk   []seriesSet
-	slots   []series
-	extras  []seriesExtra
-	buckets []uint64
+	// free are evicted sets, emptied, reused before chunk; chunk, words
+	// and extras are the last chunk allocated, of which the first used
+	// sets are taken (an index, not a shrinking slice: a new set writes no
+	// pointer to the group, and so takes no write barrier).
+	free      []*seriesSet
+	chunk     []seriesSet
+	wordChunk []uint64
+	extras    []seriesExtra
+	used      int
 	// expo: a family of the group is an exponential histogram (its sets
 	// are made with their extra).
 	expo bool
@@ -175,34 +211,26 @@ func (g *group) newSet(fams []family) *seriesSet {
 		g.free = g.free[:n-1]
 		return set
 	}
-	if len(g.chunk) == 0 {
+	if g.used == len(g.chunk) {
 		g.chunk = make([]seriesSet, setsPerChunk)
-		g.slots = make([]series, setsPerChunk*len(g.fams))
-		g.buckets = make([]uint64, setsPerChunk*g.nBuckets)
+		g.wordChunk = make([]uint64, setsPerChunk*g.words)
 		if g.expo {
 			g.extras = make([]seriesExtra, setsPerChunk*len(g.fams))
 		}
+		g.used = 0
 	}
-	set := &g.chunk[0]
-	g.chunk = g.chunk[1:]
-	n := len(g.fams)
-	set.slots, g.slots = g.slots[:n:n], g.slots[n:]
+	i := g.used
+	g.used++
+	set := &g.chunk[i]
+	n, nw := len(g.fams), g.words
+	set.words = g.wordChunk[i*nw : (i+1)*nw : (i+1)*nw]
 	if g.expo {
-		x := g.extras[:n:n]
-		g.extras = g.extras[n:]
+		x := g.extras[i*n : (i+1)*n : (i+1)*n]
 		set.extra = &x
-	}
-	buckets := g.buckets[:g.nBuckets:g.nBuckets]
-	g.buckets = g.buckets[g.nBuckets:]
-	for j, fi := range g.fams {
-		sl, f := &set.slots[j], &fams[fi]
-		sl.set, sl.slot = set, uint16(j)
-		switch {
-		case f.expoSize > 0:
-			(*set.extra)[j].exp = newExpoHist(f.expoSize)
-		case f.hist:
-			n := len(f.bounds) + 1
-			sl.buckets, buckets = buckets[:n:n], buckets[n:]
+		for j, fi := range g.fams {
+			if f := &fams[fi]; f.expoSize > 0 {
+				x[j].exp = newExpoHist(f.expoSize)
+			}
 		}
 	}
 	return set
@@ -213,14 +241,13 @@ func (g *group) newSet(fams []family) *seriesSet {
 // bundles), and the touched lists are empty.
 func (g *group) release(set *seriesSet) {
 	set.enc, set.next, set.seen, set.touched = "", nil, false, false
-	for j := range set.slots {
-		s := &set.slots[j]
-		s.total, s.count, s.sum, s.touched = 0, 0, 0, false
-		clear(s.buckets)
-		x := s.extra()
-		if x == nil {
-			continue
-		}
+	clear(set.words)
+	var extra []seriesExtra
+	if set.extra != nil {
+		extra = *set.extra
+	}
+	for j := range extra {
+		x := &extra[j]
 		if x.ex != nil {
 			clear(*x.ex)
 		}
@@ -232,32 +259,35 @@ func (g *group) release(set *seriesSet) {
 	g.free = append(g.free, set)
 }
 
-// add records value v of an event that stands for w requests (a sampled
-// span's adjusted count; 1 otherwise): sums add v·w, histograms observe v
-// w times, and keep traced (nil for an event without a trace) as the
-// bucket's exemplar.
-func (s *series) add(f *family, v float64, w uint64, traced *gateway.Event) {
+// add records, in the set's series of family f (fs its place), value v of
+// an event that stands for w requests (a sampled span's adjusted count; 1
+// otherwise): sums add v·w, histograms observe v w times, and keep traced
+// (nil for an event without a trace) as the bucket's exemplar. It returns
+// the series.
+func (set *seriesSet) add(fs *familyState, f *family, v float64, w uint64, traced *gateway.Event) *series {
+	s := set.at(fs.slot)
 	if !f.hist {
-		s.total += v * float64(w)
-		return
+		s[0] = math.Float64bits(s.total() + v*float64(w))
+		return s
 	}
 	v *= f.scale
-	s.count += w
-	s.sum += v * float64(w)
+	s[1] += w
+	s[2] = math.Float64bits(s.sum() + v*float64(w))
 	if f.expoSize > 0 {
-		x := s.extra() // made with the set
+		x := set.extraAt(fs.slot) // made with the set
 		x.exp.observe(v, w)
 		if traced != nil {
 			x.exemplar(0, 1, traced, v)
 		}
-		return
+		return s
 	}
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
-	s.buckets[i] += w
+	set.words[fs.at+i] += w
 	if traced != nil {
-		s.ensureExtra().exemplar(i, len(s.buckets), traced, v)
+		set.ensureExtra(fs.slot, fs.fams).exemplar(i, len(f.bounds)+1, traced, v)
 	}
+	return s
 }
 
 // exemplars is x's exemplars, nil when it keeps none (or x is nil).
@@ -278,15 +308,14 @@ func (x *seriesExtra) exemplar(i, buckets int, e *gateway.Event, v float64) {
 	(*x.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
 }
 
-// bundle is the handle of one tuple: the series of every family that an
-// event of that tuple updates, found with one map lookup.
+// bundle is the handle of one tuple: the series sets of every group that
+// an event of that tuple updates, found with one map lookup.
 type bundle struct {
-	// series is aligned with profile.families (carved from the chunk of
-	// its bundle: len(families) pointers, not the most any profile has). A
-	// family's series is found on the first event that has a value for it
-	// (with every series of its group): a request without GenAI fields
-	// never needs the LLM families' series.
-	series []*series
+	// sets is aligned with aggregator.groups (carved from the chunk of its
+	// bundle: one pointer per group, not per family). A group's set is
+	// found on the first event that has a value for one of its families: a
+	// request without GenAI fields never needs the LLM families' set.
+	sets []*seriesSet
 	// key is the tuple's encoding, the bundle's key in aggregator.bundles.
 	key string
 	// gw is the held key of the bundle's gateway ("" for an overflow tuple
@@ -303,8 +332,8 @@ type bundle struct {
 }
 
 // bundlesPerChunk is how many bundles the aggregator allocates at once:
-// 112 of 72 bytes fill an 8 KiB size class (their series pointers are a
-// second chunk, 8 bytes per family per bundle). As with sets, the bundles of
+// 112 of 72 bytes fill an 8 KiB size class (their set pointers are a
+// second chunk, 8 bytes per group per bundle). As with sets, the bundles of
 // dropped tuples are reused before a new chunk is allocated, so the chunks
 // hold no more bundles than the peak the bounds allow, and a new tuple
 // costs a fraction of an allocation (and of the collector's work on it).
@@ -312,7 +341,9 @@ const bundlesPerChunk = 112
 
 // familyState is one family's place among the groups.
 type familyState struct {
-	group, slot int // a set of groups[group] holds its series in slots[slot]
+	// A set of groups[group] holds its series at slot (of fams), and an
+	// explicit histogram's buckets at at, in its words.
+	group, slot, at, fams int
 }
 
 // aggregator turns events into per-window series under one profile.
@@ -366,10 +397,12 @@ type aggregator struct {
 	exBuf     []exemplar
 
 	// freeBundles are dropped bundles, emptied, reused before bundleChunk,
-	// what remains of the last chunk of bundles allocated.
+	// the last chunk of bundles allocated, of which the first bundlesUsed
+	// are taken (an index, as group.used).
 	freeBundles []*bundle
 	bundleChunk []bundle
-	seriesChunk []*series // the series pointers of bundleChunk's bundles
+	setsChunk   []*seriesSet // the set pointers of bundleChunk's bundles
+	bundlesUsed int
 }
 
 // heldGateway is a gateway admitted under max_gateways: its key (the
@@ -453,10 +486,17 @@ func newAggregator(prof *profile, dims dimensions, lim limits) *aggregator {
 		g := &a.groups[gi]
 		a.fams[i].group, a.fams[i].slot = gi, len(g.fams)
 		g.fams = append(g.fams, i)
-		if f.hist && f.expoSize == 0 {
-			g.nBuckets += len(f.bounds) + 1
-		}
 		g.expo = g.expo || f.expoSize > 0
+	}
+	// A set's words: its series, then its explicit histograms' buckets.
+	for gi := range a.groups {
+		g := &a.groups[gi]
+		g.words = len(g.fams) * seriesWords
+		for _, fi := range g.fams {
+			fs := &a.fams[fi]
+			fs.at, fs.fams = g.words, len(g.fams)
+			g.words += prof.families[fi].explicitBuckets()
+		}
 	}
 	return a
 }
@@ -511,14 +551,13 @@ func (a *aggregator) addLocked(e *gateway.Event) bool {
 		if !ok {
 			continue
 		}
-		s := b.series[i]
-		if s == nil {
-			s = a.resolveLocked(b, i, &k)
+		fs := &a.fams[i]
+		set := b.sets[fs.group]
+		if set == nil {
+			set = a.resolveLocked(b, fs.group, &k)
 		}
-		s.add(f, v, w, traced)
-		if !s.touched {
-			s.touched = true
-			a.touchLocked(s, i)
+		if set.add(fs, f, v, w, traced).touch() {
+			a.touchLocked(set, fs.group)
 		}
 	}
 	return true
@@ -538,12 +577,13 @@ func capStrings(k *tupleKey, max int) int {
 	return n
 }
 
-// touchLocked lists the set of s, family fam's series just updated for the
-// first time this window, among its group's touched sets, once per window.
-func (a *aggregator) touchLocked(s *series, fam int) {
-	if set := s.set; !set.touched {
+// touchLocked lists set, of group gi, a series of which was just updated
+// for the first time this window, among its group's touched sets, once per
+// window.
+func (a *aggregator) touchLocked(set *seriesSet, gi int) {
+	if !set.touched {
 		set.touched = true
-		g := &a.groups[a.fams[fam].group]
+		g := &a.groups[gi]
 		g.touched = append(g.touched, set)
 	}
 }
@@ -606,14 +646,16 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 		a.freeBundles[n-1] = nil
 		a.freeBundles = a.freeBundles[:n-1]
 	} else {
-		n := len(a.prof.families)
-		if len(a.bundleChunk) == 0 {
+		n := len(a.groups)
+		if a.bundlesUsed == len(a.bundleChunk) {
 			a.bundleChunk = make([]bundle, bundlesPerChunk)
-			a.seriesChunk = make([]*series, bundlesPerChunk*n)
+			a.setsChunk = make([]*seriesSet, bundlesPerChunk*n)
+			a.bundlesUsed = 0
 		}
-		b = &a.bundleChunk[0]
-		a.bundleChunk = a.bundleChunk[1:]
-		b.series, a.seriesChunk = a.seriesChunk[:n:n], a.seriesChunk[n:]
+		i := a.bundlesUsed
+		a.bundlesUsed++
+		b = &a.bundleChunk[i]
+		b.sets = a.setsChunk[i*n : (i+1)*n : (i+1)*n]
 	}
 	b.key = encoded
 	a.bundles[encoded] = b
@@ -625,26 +667,26 @@ func (a *aggregator) newBundle(encoded string) *bundle {
 // it records an event.
 func (a *aggregator) dropBundle(key string, b *bundle) {
 	delete(a.bundles, key)
-	series := b.series // kept for reuse
-	clear(series)
-	*b = bundle{series: series}
+	sets := b.sets // kept for reuse
+	clear(sets)
+	*b = bundle{sets: sets}
 	a.freeBundles = append(a.freeBundles, b)
 }
 
 // resolveLocked points bundle b, of tuple k (a.keyBuf holds its encoding),
-// at the series of family fam's group, sharing the set that other bundles
-// already project onto (a latency histogram is shared by every status
-// code), and returns fam's series. k's strings may be borrowed: a new set
-// keeps its own encoding.
-func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
-	g := &a.groups[a.fams[fam].group]
+// at its set of group gi, sharing the set that other bundles already
+// project onto (a latency histogram is shared by every status code), and
+// returns it. k's strings may be borrowed: a new set keeps its own
+// encoding.
+func (a *aggregator) resolveLocked(b *bundle, gi int, k *tupleKey) *seriesSet {
+	g := &a.groups[gi]
 	var set *seriesSet
 	if g.mask.ok && g.mask.whole(k) {
 		// The projection keeps the whole tuple (the otel request families
 		// of a request without GenAI fields): its encoding is the bundle's.
 		set = a.setAt(g, a.keyBuf, b.key)
 	} else if g.mask.ok {
-		a.famBuf = g.mask.encode(a.famBuf[:0], k)
+		a.famBuf = g.mask.encodeFrom(a.famBuf[:0], a.keyBuf)
 		set = a.setAt(g, a.famBuf, "")
 	} else if pk := g.proj.keep(*k); pk != *k {
 		a.famBuf = encodeKey(a.famBuf[:0], &pk)
@@ -652,10 +694,8 @@ func (a *aggregator) resolveLocked(b *bundle, fam int, k *tupleKey) *series {
 	} else {
 		set = a.setAt(g, a.keyBuf, b.key) // a projection that is not a mask kept the whole tuple
 	}
-	for j, fi := range g.fams {
-		b.series[fi] = &set.slots[j]
-	}
-	return b.series[fam]
+	b.sets[gi] = set
+	return set
 }
 
 // projMask is a projection that only keeps or clears fields of the tuple,
@@ -751,6 +791,47 @@ func (m *projMask) encode(dst []byte, k *tupleKey) []byte {
 	}
 	if k.stream && !m.stream {
 		flags |= 2
+	}
+	return append(dst, flags)
+}
+
+// encodeFrom appends what encode appends for k, read from full, encodeKey
+// of k: the kept bytes are copied in runs (a cleared field that is empty
+// already is the byte it encodes to), so a new tuple's projections cost a
+// few copies of its encoding, not a walk of its fields.
+func (m *projMask) encodeFrom(dst, full []byte) []byte {
+	i, run := 0, 0
+	for f := range tupleStrings {
+		n, w := uint64(full[i]), 1
+		if n >= 0x80 {
+			n, w = binary.Uvarint(full[i:])
+		}
+		end := i + w + int(n)
+		if m.cleared[f] && n != 0 {
+			dst = append(append(dst, full[run:i]...), 0)
+			run = end
+		}
+		i = end
+	}
+	dst = append(dst, full[run:i]...)
+	for _, cleared := range [2]bool{m.status, m.port} {
+		_, w := binary.Varint(full[i:])
+		if cleared {
+			dst = append(dst, 0)
+		} else {
+			dst = append(dst, full[i:i+w]...)
+		}
+		i += w
+	}
+	flags := full[i]
+	if m.source {
+		flags &= 3
+	}
+	if m.overflow {
+		flags &^= 1
+	}
+	if m.stream {
+		flags &^= 2
 	}
 	return append(dst, flags)
 }
@@ -874,15 +955,15 @@ func (a *aggregator) take() ([]point, []uint64) {
 	defer a.mu.Unlock()
 	a.snap, a.bucketBuf, a.exBuf = a.snap[:0], a.bucketBuf[:0], a.exBuf[:0]
 	for i := range a.fams {
-		fs := &a.fams[i]
+		fs, f := &a.fams[i], &a.prof.families[i]
 		for _, set := range a.groups[fs.group].touched {
-			s := &set.slots[fs.slot]
-			if !s.touched {
+			s := set.at(fs.slot)
+			if !s.touched() {
 				continue // another family of the set was updated, not this one
 			}
-			p := point{fam: int32(i), enc: set.enc, total: s.total, sum: s.sum, count: s.count,
+			p := point{fam: int32(i), enc: set.enc, total: s.total(), sum: s.sum(), count: s.count(),
 				bucketsStart: int32(len(a.bucketBuf)), exStart: int32(len(a.exBuf))}
-			x := s.extra()
+			x := set.extraAt(fs.slot)
 			ex := x.exemplars()
 			for j := range ex {
 				if e := &ex[j]; e.set {
@@ -897,10 +978,11 @@ func (a *aggregator) take() ([]point, []uint64) {
 				a.bucketBuf = appendExpo(a.bucketBuf, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
 				h.reset()
 			}
-			a.bucketBuf = append(a.bucketBuf, s.buckets...)
+			buckets := set.bucketsOf(fs, f)
+			a.bucketBuf = append(a.bucketBuf, buckets...)
 			a.snap = append(a.snap, p)
-			s.total, s.sum, s.count, s.touched = 0, 0, 0, false
-			clear(s.buckets)
+			*s = series{}
+			clear(buckets)
 		}
 	}
 	for i := range a.groups {
@@ -915,9 +997,9 @@ func (a *aggregator) take() ([]point, []uint64) {
 	// the bundle's tuple and gateway stay held.
 	for _, b := range a.bundles {
 		if b.seen {
-			for _, s := range b.series {
-				if s != nil {
-					s.set.seen = true
+			for _, set := range b.sets {
+				if set != nil {
+					set.seen = true
 				}
 			}
 			b.seen = false
@@ -944,10 +1026,10 @@ func (a *aggregator) take() ([]point, []uint64) {
 		}
 	}
 	if evicted {
-		// Drop every pointer to a series: an evicted set is reused.
+		// Drop every pointer to a set: an evicted set is reused.
 		for key, b := range a.bundles {
 			if b.held {
-				clear(b.series)
+				clear(b.sets)
 			} else {
 				a.dropBundle(key, b)
 			}
@@ -1013,20 +1095,18 @@ func (a *aggregator) merge(points []point, buckets []uint64) {
 		a.famBuf = append(a.famBuf[:0], p.enc...)
 		set := a.setAt(&a.groups[fs.group], a.famBuf, p.enc)
 		set.seen = true
-		s := &set.slots[fs.slot]
-		s.total += p.total
-		s.sum += p.sum
-		s.count += p.count
-		for i, c := range p.counts(buckets, len(s.buckets)) {
-			s.buckets[i] += c
+		s := set.at(fs.slot)
+		s.addTo(p.total, p.sum, p.count)
+		held := set.bucketsOf(fs, &a.prof.families[p.fam])
+		for i, c := range p.counts(buckets, len(held)) {
+			held[i] += c
 		}
-		if x := s.extra(); x != nil && x.exp != nil {
+		if x := set.extraAt(fs.slot); x != nil && x.exp != nil {
 			e, counts := p.expo(buckets)
 			x.exp.merge(e.scale, e.offset, counts, e.zero)
 		}
-		if !s.touched {
-			s.touched = true
-			a.touchLocked(s, int(p.fam))
+		if s.touch() {
+			a.touchLocked(set, fs.group)
 		}
 	}
 }

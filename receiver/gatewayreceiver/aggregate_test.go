@@ -118,6 +118,9 @@ func TestProjMasks(t *testing.T) {
 			if got, want := m.encode(nil, &k), encodeKey(nil, &pk); !bytes.Equal(got, want) {
 				t.Fatalf("%s, %+v: mask encodes %q, keep %q", name, k, got, want)
 			}
+			if got, want := m.encodeFrom(nil, encodeKey(nil, &k)), encodeKey(nil, &pk); !bytes.Equal(got, want) {
+				t.Fatalf("%s, %+v: mask encodes from the tuple's encoding %q, keep %q", name, k, got, want)
+			}
 		}
 	}
 	for _, prof := range profiles {
@@ -153,11 +156,11 @@ func TestHeldStructSizes(t *testing.T) {
 	if got := unsafe.Sizeof(bundle{}); got != 72 {
 		t.Errorf("bundle is %d bytes, want 72", got)
 	}
-	if got := unsafe.Sizeof(series{}); got != 64 {
-		t.Errorf("series is %d bytes, want 64 (one cache line)", got)
+	if got := unsafe.Sizeof(series{}); got != 32 {
+		t.Errorf("series is %d bytes, want 32 (two per cache line)", got)
 	}
 	if got := unsafe.Sizeof(seriesSet{}); got != 64 {
-		t.Errorf("seriesSet is %d bytes, want 64", got)
+		t.Errorf("seriesSet is %d bytes, want 64 (one cache line)", got)
 	}
 	if got := unsafe.Sizeof(point{}); got != 56 {
 		t.Errorf("point is %d bytes, want 56", got)

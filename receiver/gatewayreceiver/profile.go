@@ -160,6 +160,15 @@ type family struct {
 	constAt            int
 }
 
+// explicitBuckets is the number of buckets of an explicit histogram family
+// (its bounds' and +Inf), 0 for other families.
+func (f *family) explicitBuckets() int {
+	if !f.hist || f.expoSize > 0 {
+		return 0
+	}
+	return len(f.bounds) + 1
+}
+
 // projection keeps the fields of a tuple that a family's labels use.
 // Families that name the same *projection project every tuple alike: the
 // aggregator keeps their series together, found with one lookup and
