@@ -856,7 +856,10 @@ func (a *aggregator) setAt(g *group, enc []byte, encStr string) *seriesSet {
 	set.enc = encStr
 	set.next = head
 	if g.sets == nil {
+		// Both at the most sets the bounds allow: the window's first sets
+		// grow neither.
 		g.sets = make(map[uint64]*seriesSet, bundlesHint(a.lim))
+		g.touched = make([]*seriesSet, 0, bundlesHint(a.lim))
 	}
 	g.sets[h] = set
 	return set
