@@ -3,6 +3,7 @@ package gatewayreceiver
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
@@ -106,7 +107,9 @@ func TestMaxGatewaysBoundsResources(t *testing.T) {
 
 // TestHeldTupleMemory reports what a held tuple costs (the README's figure):
 // 10,000 otel-profile tuples through one window, with the series of the six
-// request families, and with GenAI fields the series of all ten.
+// request families, and with GenAI fields the series of all ten; with
+// exponential duration histograms; and with every label a client sets at
+// its longest.
 func TestHeldTupleMemory(t *testing.T) {
 	plain := func(route string) gateway.Event { return otelEvent("kong", route) }
 	genAI := func(route string) gateway.Event {
@@ -114,19 +117,34 @@ func TestHeldTupleMemory(t *testing.T) {
 		e.GenAI.Provider, e.GenAI.RequestModel, e.GenAI.InputTokens, e.GenAI.OutputTokens = "openai", "gpt-4o", 100, 20
 		return e
 	}
+	// long: every label a client sets at max_label_value_length's default
+	// (256 bytes): the most a tuple can cost whatever the input.
+	long := func(event func(string) gateway.Event) func(string) gateway.Event {
+		return func(route string) gateway.Event {
+			e := event(route + strings.Repeat("r", defaultMaxLabelValueLength-len(route)))
+			e.Gateway, e.Namespace = strings.Repeat("g", defaultMaxLabelValueLength), strings.Repeat("n", defaultMaxLabelValueLength)
+			if e.GenAI.Provider != "" {
+				e.GenAI.Provider, e.GenAI.RequestModel = strings.Repeat("p", defaultMaxLabelValueLength), strings.Repeat("m", defaultMaxLabelValueLength)
+			}
+			return e
+		}
+	}
 	expo := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
 	for _, c := range []struct {
 		name  string
 		prof  *profile
 		event func(route string) gateway.Event
 		// budget is the most bytes a held tuple may cost: the README's
-		// figures (measured 1,443, 2,858, 5,110 and 7,785 B) with ~5 % room.
+		// figures (measured 1,143, 2,389, 4,810, 7,316, 1,991 and 5,927 B)
+		// with ~5 % room.
 		budget float64
 	}{
-		{"otel profile", &otelProfile, plain, 1536},
-		{"otel profile, GenAI requests", &otelProfile, genAI, 3000},
-		{"otel profile, exponential max_size 160", expo, plain, 5376},
-		{"otel profile, exponential max_size 160, GenAI requests", expo, genAI, 8192},
+		{"otel profile", &otelProfile, plain, 1200},
+		{"otel profile, GenAI requests", &otelProfile, genAI, 2500},
+		{"otel profile, exponential max_size 160", expo, plain, 5056},
+		{"otel profile, exponential max_size 160, GenAI requests", expo, genAI, 7680},
+		{"otel profile, 256-byte labels", &otelProfile, long(plain), 2100},
+		{"otel profile, 256-byte labels, GenAI requests", &otelProfile, long(genAI), 6200},
 	} {
 		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof, c.event, c.budget) })
 	}
