@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
@@ -30,6 +32,7 @@ var (
 	grpcThrottled = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "throttled"))
 	grpcTooLarge  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "too_large"))
 	grpcStalled   = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "stalled"))
+	grpcUnauthed  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "unauthenticated"))
 )
 
 func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
@@ -37,7 +40,21 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 		return nil
 	}
 	cfg := r.cfg.Protocols.GRPC.Get()
-	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
+	sc := *cfg
+	if cfg.Auth.HasValue() {
+		// The server's authenticator runs in admitStream, on the call's
+		// headers, before gRPC reads a byte of its message: configgrpc's
+		// runs as an interceptor, once the whole message has arrived, so
+		// a client without credentials could hold receiving slots (and
+		// was counted nowhere).
+		auth, err := cfg.Auth.Get().GetServerAuthenticator(ctx, host.GetExtensions())
+		if err != nil {
+			return err
+		}
+		r.grpcAuth = auth
+		sc.Auth = configoptional.None[configauth.Config]()
+	}
+	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
 		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})),
 		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)),
 		// gRPC's default is 16 MiB of metadata per call, held while the
@@ -228,8 +245,15 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 // admitStream refuses a new call before its message is read while
 // max_request_bytes_in_flight is used up, or while every receiving slot is
 // taken by a call younger than a second (Unavailable: OTLP exporters retry
-// it); otherwise the call takes a receiving slot, which bounds what gRPC
-// holds for it until its message has arrived (admission.Receiving).
+// it), or when the server's authenticator (auth:) refuses its headers
+// (Unauthenticated, as configgrpc answers); otherwise the call takes a
+// receiving slot, which bounds what gRPC holds for it until its message has
+// arrived (admission.Receiving). The call's context carries what the
+// authenticator found (client.Info), as configgrpc's interceptor passes it.
+//
+// gRPC runs it holding the connection's lock: an authenticator that blocks
+// (fetching keys from an identity provider) delays that connection's other
+// calls until it returns.
 func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if r.admit.Full() {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
@@ -237,6 +261,17 @@ func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (cont
 	}
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // refused by gRPC before anything is read
+	}
+	if r.grpcAuth != nil {
+		authed, err := r.grpcAuth.Authenticate(ctx, info.Header)
+		if err != nil {
+			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcUnauthed))
+			if s, ok := status.FromError(err); ok {
+				return ctx, s.Err()
+			}
+			return ctx, status.Error(codes.Unauthenticated, err.Error())
+		}
+		ctx = authed
 	}
 	// A call this one sheds is counted where its read fails (exportHandler).
 	call, _, err := r.receiving.Enter(ctx)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configauth"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/net/http2"
@@ -37,6 +41,9 @@ type stallingClient struct {
 	ended map[uint32]callEnd
 	next  uint32
 	cond  *sync.Cond
+
+	// authorization is sent as the calls' authorization header ("": none).
+	authorization string
 }
 
 // callEnd is how the server ended a call: its grpc-status and message, or
@@ -137,8 +144,12 @@ func (c *stallingClient) stall(announced, sent int) uint32 {
 	c.mu.Unlock()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", "x"},
-		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+	fields := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", "x"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}}
+	if c.authorization != "" {
+		fields = append(fields, [2]string{"authorization", c.authorization})
+	}
+	for _, kv := range fields {
 		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}
 	msg := make([]byte, 5+sent)
@@ -333,5 +344,82 @@ func TestGRPCMetadataIsBounded(t *testing.T) {
 	ctx = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+strings.Repeat("t", 4096))
 	if err := conn.Invoke(ctx, exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
 		t.Fatalf("a call with 4 KiB of metadata: %v", err)
+	}
+}
+
+// tokenAuth is a server authenticator (extensionauth.Server) that lets
+// through calls whose authorization header is "Bearer " + token, and
+// counts the headers it saw.
+type tokenAuth struct {
+	token string
+	mu    sync.Mutex
+	calls int
+}
+
+func (*tokenAuth) Start(context.Context, component.Host) error { return nil }
+func (*tokenAuth) Shutdown(context.Context) error              { return nil }
+
+func (a *tokenAuth) Authenticate(ctx context.Context, headers map[string][]string) (context.Context, error) {
+	a.mu.Lock()
+	a.calls++
+	a.mu.Unlock()
+	if v := headers["authorization"]; len(v) == 1 && v[0] == "Bearer "+a.token {
+		return ctx, nil
+	}
+	return ctx, errors.New("missing or wrong bearer token")
+}
+
+// TestGRPCAuthBeforeTheMessage: with auth: on the gRPC server, a call is
+// authenticated on its headers, before gRPC reads its message. A client
+// without credentials gets Unauthenticated at once, holds no receiving
+// slot however many calls it opens, and is counted (unauthenticated); a
+// client with them is served, authenticated once per call.
+func TestGRPCAuthBeforeTheMessage(t *testing.T) {
+	authID := component.MustNewID("tokenauth")
+	auth := &tokenAuth{token: "s3cret"}
+	sink := new(consumertest.MetricsSink)
+	h := startOn(t, testutil.ExtHost{authID: auth}, sink, func(c *Config) {
+		c.Protocols.GRPC.Get().Auth = configoptional.Some(configauth.Config{AuthenticatorID: authID})
+	})
+	slots := h.r.receiving.Slots()
+	for _, authorization := range []string{"", "Bearer wrong"} {
+		c := dialStalling(t, h.grpcAddr)
+		c.authorization = authorization
+		ids := make([]uint32, slots+4)
+		for i := range ids {
+			ids[i] = c.stall(1<<20, 32<<10)
+		}
+		for _, id := range ids {
+			if e := c.wait(id, 5*time.Second); e.code != codes.Unauthenticated || !strings.Contains(e.message, "bearer token") {
+				t.Errorf("stalled call %d with authorization %q: %+v, want Unauthenticated naming the token", id, authorization, e)
+			}
+		}
+		if n := h.r.receiving.Len(); n != 0 {
+			t.Errorf("%d calls without credentials receiving, want none", n)
+		}
+	}
+	conn := dialGRPC(t, h.grpcAddr)
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	var resp []byte
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
+	if err := conn.Invoke(ctx, exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatalf("export with the token: %v", err)
+	}
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("export without the token: %v, want Unauthenticated", err)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+	refused := int64(2*(slots+4) + 1)
+	for outcome, want := range map[string]int64{"unauthenticated": refused, "accepted": 1, "throttled": 0} {
+		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "grpc"), attribute.String("outcome", outcome)); n != want {
+			t.Errorf("grpc %s requests = %d, want %d", outcome, n, want)
+		}
+	}
+	// Once per call: configgrpc's interceptor does not authenticate again.
+	if auth.calls != int(refused)+1 {
+		t.Errorf("authenticator ran %d times, want %d (once per call)", auth.calls, refused+1)
 	}
 }

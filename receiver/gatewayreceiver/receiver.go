@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
@@ -57,7 +58,10 @@ type gatewayReceiver struct {
 
 	serverHTTP *http.Server
 	serverGRPC *grpc.Server
-	servers    sync.WaitGroup
+	// grpcAuth is protocols.grpc's authenticator (auth:), run by
+	// admitStream before a call's message is read; nil without one.
+	grpcAuth extensionauth.Server
+	servers  sync.WaitGroup
 
 	// windowStart is the start of the delta window being accumulated; only the
 	// flush goroutine (and Shutdown, after it stopped) touches it.
