@@ -164,6 +164,53 @@ func TestDeepOTLPJSONIsRefused(t *testing.T) {
 	}
 }
 
+// An OTLP JSON body of empty elements costs pdata hundreds of times its
+// size (a span written {} holds ~220 bytes): it is charged what its
+// decoding would hold, estimated from its elements, and refused (413,
+// too_large) when that is more than all of max_request_bytes_in_flight,
+// before pdata decodes a byte. A legitimate export is charged as before.
+func TestOTLPJSONFloodIsCharged(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil) // max_request_bytes_in_flight: 64 MiB
+	spans := func(n int) []byte {
+		return []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.TrimSuffix(strings.Repeat("{},", n), ",") + `]}]}]}`)
+	}
+	// 400,000 empty spans, 1.2 MB: ~90 MB in pdata.
+	code, msg := post(t, h.httpAddr, jsonContentType, spans(400_000))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "400000 spans") || !strings.Contains(msg, "max_request_bytes_in_flight") {
+		t.Fatalf("a flood of 400,000 empty spans: %d %s, want 413 naming the spans and the bound", code, msg)
+	}
+	// 100,000 (~23 MB in pdata) fit, but not while others hold the room:
+	// charged the estimate, not 4× their 0.3 MB.
+	other := int64(60 << 20)
+	if !h.r.admit.Acquire(other) {
+		t.Fatal("could not hold the room")
+	}
+	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusTooManyRequests {
+		t.Fatalf("100,000 empty spans while 60 MiB are held: %d %s, want 429", code, msg)
+	}
+	h.r.admit.Release(other)
+	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusOK {
+		t.Fatalf("100,000 empty spans alone: %d %s, want 200", code, msg)
+	}
+	// A legitimate export, as ever.
+	if code, msg := post(t, h.httpAddr, jsonContentType, jsonBody(t, kongExport("GET", "/ok", 200))); code != http.StatusOK {
+		t.Fatalf("a Kong export: %d %s", code, msg)
+	}
+	if n := h.r.admit.InFlight(); n != 0 {
+		t.Errorf("%d bytes still charged", n)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 1})
+	for outcome, want := range map[string]int64{"too_large": 1, "throttled": 1, "accepted": 2} {
+		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "http"), attribute.String("outcome", outcome)); n != want {
+			t.Errorf("http %s requests = %d, want %d", outcome, n, want)
+		}
+	}
+}
+
 // Every error answer is a google.rpc.Status in the request's encoding, even
 // when its message quotes client bytes that are not UTF-8 (protojson and
 // proto refuse such strings; the answer used to fall back to text/plain

@@ -105,11 +105,8 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	defer r.putScratch(s)
 	body := s.body
-	if enc == jsonContentType {
-		if err := gateway.CheckJSONDepth(body, maxOTLPJSONDepth); err != nil {
-			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
-			return
-		}
+	if enc == jsonContentType && !r.chargeOTLPJSON(w, req, s) {
+		return
 	}
 	var err error
 	if direct {
@@ -190,6 +187,39 @@ const (
 	weightOTLPJSON    = 4
 	weightLogJSON     = 3
 )
+
+// chargeOTLPJSON checks an OTLP JSON body before pdata decodes it: its
+// nesting (maxOTLPJSONDepth), and what decoding it would hold, estimated
+// from its elements (gateway.OTLPJSONCost). The request is charged the
+// estimate where that is more than weightOTLPJSON per body byte (a
+// legitimate export's is less: about 3.5× its body for Kong spans), and
+// answered 429 while others hold the room. A body that costs more than
+// that per byte and more than all of max_request_bytes_in_flight (a flood
+// of empty elements: 20 MiB of them held over 4 GB) is refused (413,
+// too_large: no wait makes room for it), where a lone legitimate export
+// always passes. It reports whether the request may go on; s stays the
+// caller's.
+func (r *gatewayReceiver) chargeOTLPJSON(w http.ResponseWriter, req *http.Request, s *exportScratch) bool {
+	ctx, body := req.Context(), s.body
+	cost, err := gateway.OTLPJSONCost(body, maxOTLPJSONDepth)
+	if err != nil {
+		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
+		return false
+	}
+	extra := cost.Bytes - weightOTLPJSON*int64(len(body))
+	if limit := r.admit.Limit(); limit > 0 && extra > 0 && cost.Bytes > limit {
+		r.reject(ctx, w, jsonContentType, http.StatusRequestEntityTooLarge, httpTooLarge,
+			"decoding this OTLP JSON body would hold about "+strconv.FormatInt(cost.Bytes, 10)+" bytes ("+
+				strconv.FormatInt(cost.Spans, 10)+" spans, "+strconv.FormatInt(cost.Elements, 10)+
+				" elements in all), more than max_request_bytes_in_flight ("+strconv.FormatInt(limit, 10)+"); send smaller batches")
+		return false
+	}
+	if extra > 0 && !s.charge.Add(extra) {
+		r.rejectBusy(ctx, w, jsonContentType, admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+extra))
+		return false
+	}
+	return true
+}
 
 // maxOTLPJSONDepth bounds the nesting of an OTLP JSON body before pdata
 // decodes it: pdata refuses protobuf values nested past 100 levels, and a
