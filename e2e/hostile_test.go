@@ -46,6 +46,9 @@ const (
 	stallGRPCHeapBound = 128 * mib
 	// defaultGRPCReceiveTimeout: grpc_receive_timeout's default.
 	defaultGRPCReceiveTimeout = 30 * time.Second
+	// jsonFloodRSSBound: the JSON flood's RSS bound (one 20 MiB body of
+	// empty spans took 4.1 GB before it was charged what it costs).
+	jsonFloodRSSBound = 400 * mib
 	// flatRSSGrowth: a refused deep body may not grow RSS by more than this.
 	flatRSSGrowth = 48 * mib
 	// scrapeBound: a full scrape of /metrics answers within this while an
@@ -128,6 +131,7 @@ func TestHostileClients(t *testing.T) {
 	t.Run("stalled_uploads", testStalledUploads)
 	t.Run("stalled_grpc_calls", testStalledGRPCCalls)
 	t.Run("deep_nesting", testDeepNesting)
+	t.Run("json_flood", testJSONFlood)
 	t.Run("absurd_values", testAbsurdValues)
 	t.Run("apisix_ndjson_bad_line", testAPISIXBadLine)
 	t.Run("empty_batches", testEmptyBatches)
@@ -619,6 +623,78 @@ func testDeepNesting(t *testing.T) {
 	waitTelemetry(t, h.col, telemetryName, requestsOutcome("malformed"), float64(len(bodies)*rounds))
 	before := h.mon.stats("before")
 	h.finish(t, before.rssMax+flatRSSGrowth, 0, scrapeBound)
+}
+
+// testJSONFlood posts OTLP JSON made of empty elements, which pdata holds
+// at hundreds of times their size: 20 MiB of empty spans (7 million) and of
+// empty resources, three times each, are refused (413, too_large) before
+// decoding; 16 bodies of 250,000 empty spans (0.75 MB each, ~57 MB in
+// pdata) sent at once are admitted by what they cost (200 or 429). RSS
+// stays far below what decoding them all would take (4.1 GB for one 20 MiB
+// body, 2.2 GB for the 16), and the good traffic is counted exactly.
+func testJSONFlood(t *testing.T) {
+	const (
+		big    = 20 << 20
+		rounds = 3
+		medium = 250_000
+		at     = 16
+	)
+	h := startHostileRun(t, "")
+	flood := func(prefix, suffix string, n int) []byte {
+		var b bytes.Buffer
+		b.Grow(len(prefix) + 3*n + len(suffix))
+		b.WriteString(prefix)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("{}")
+		}
+		b.WriteString(suffix)
+		return b.Bytes()
+	}
+	spans := func(n int) []byte {
+		return flood(`{"resourceSpans":[{"scopeSpans":[{"spans":[`, `]}]}]}`, n)
+	}
+	client := newAttackClient()
+	ans := newAnswers()
+	for _, b := range []struct {
+		name string
+		body []byte
+	}{
+		{"empty spans", spans(big/3 - 100)},
+		{"empty resources", flood(`{"resourceSpans":[`, `]}`, big/3-100)},
+	} {
+		for range rounds {
+			status, _, msg := postCount(client, ans, h.col.tracesURL(), "application/json", b.body)
+			if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "max_request_bytes_in_flight") {
+				t.Errorf("%d bytes of %s: status %d, want 413 naming max_request_bytes_in_flight: %s", len(b.body), b.name, status, truncate(msg))
+			}
+		}
+		t.Logf("%d bytes of %s: 413", len(b.body), b.name)
+	}
+	body := spans(medium)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range at {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			if status, _, msg := postCount(client, ans, h.col.tracesURL(), "application/json", body); status != http.StatusOK && status != http.StatusTooManyRequests {
+				t.Errorf("%d empty spans: status %d, want 200 or 429: %s", medium, status, truncate(msg))
+			}
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	t.Logf("answers: %s", ans)
+	ans.checkAllAnswered(t)
+	if ans.get(http.StatusTooManyRequests) == 0 {
+		t.Errorf("%d bodies of %d empty spans at once all admitted: each should be charged what it costs", at, medium)
+	}
+	waitTelemetry(t, h.col, telemetryName, requestsOutcome("too_large"), float64(2*rounds))
+	h.finish(t, jsonFloodRSSBound, 0, scrapeBound)
 }
 
 // ---------------------------------------------------------------------------
