@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 var (
@@ -142,7 +143,9 @@ var reapEvery = time.Second
 // Export, which no handler of ours sees: a message over
 // max_recv_msg_size_mib, or one that inflates past it (ResourceExhausted:
 // too_large), or one that cannot be decompressed (Internal: malformed).
-// Export never answers either code itself.
+// Export answers ResourceExhausted itself only for a message too costly to
+// decode into pdata (chargeDecode), too_large as well, and leaves its count
+// here; it never answers Internal.
 type refusalCounter struct{ r *gatewayReceiver }
 
 func (refusalCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
@@ -305,6 +308,13 @@ func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportRes
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
 		}
 	} else {
+		switch tooLarge, busy := r.chargeDecode(s, gateway.OTLPProtoCost(s.body), weight, "protobuf"); {
+		case tooLarge != "":
+			return nil, status.Error(codes.ResourceExhausted, tooLarge) // counted too_large by refusalCounter
+		case busy != nil:
+			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+			return nil, status.Error(codes.Unavailable, busy.Error())
+		}
 		req := ptraceotlp.NewExportRequest()
 		if err := req.UnmarshalProto(s.body); err != nil {
 			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))

@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -207,6 +209,55 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	for outcome, want := range map[string]int64{"too_large": 1, "throttled": 1, "accepted": 2} {
 		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "http"), attribute.String("outcome", outcome)); n != want {
 			t.Errorf("http %s requests = %d, want %d", outcome, n, want)
+		}
+	}
+}
+
+// In a traces pipeline the receiver unmarshals protobuf into pdata too,
+// where an empty span (2 bytes on the wire) holds ~220 bytes: a message of
+// them is charged what it costs and refused past the whole bound, over
+// HTTP (413) and gRPC (ResourceExhausted), both counted too_large, while a
+// Kong export passes as ever.
+func TestProtobufFloodIsChargedInATracesPipeline(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	h.r.nextTraces = new(consumertest.TracesSink)
+	spans := func(n int) []byte {
+		// ExportTraceServiceRequest{resource_spans: [{scope_spans: [{spans: [{} × n]}]}]}
+		scope := bytes.Repeat([]byte{0x12, 0x00}, n) // ScopeSpans: spans (2), each empty
+		rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), scope)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs)
+	}
+	flood := spans(1_000_000) // 2 MB: ~220 MB in pdata
+	code, msg := post(t, h.httpAddr, pbContentType, flood)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("HTTP: a million empty spans: %d %s, want 413", code, msg)
+	}
+	conn := dialGRPC(t, h.grpcAddr)
+	var resp []byte
+	err := conn.Invoke(context.Background(), exportMethod, &flood, &resp, grpc.ForceCodecV2(bytesCodec{}))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "1000000 spans") {
+		t.Fatalf("gRPC: a million empty spans: %v, want ResourceExhausted naming the spans", err)
+	}
+	good := protoBody(t, kongExport("GET", "/ok", 200))
+	if code, msg := post(t, h.httpAddr, pbContentType, good); code != http.StatusOK {
+		t.Fatalf("HTTP: a Kong export: %d %s", code, msg)
+	}
+	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
+		t.Fatalf("gRPC: a Kong export: %v", err)
+	}
+	if n := h.r.admit.InFlight(); n != 0 {
+		t.Errorf("%d bytes still charged", n)
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /ok 200": 2})
+	for _, transport := range []string{"http", "grpc"} {
+		for outcome, want := range map[string]int64{"too_large": 1, "accepted": 1} {
+			if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", transport), attribute.String("outcome", outcome)); n != want {
+				t.Errorf("%s %s requests = %d, want %d", transport, outcome, n, want)
+			}
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	defer r.putScratch(s)
 	body := s.body
-	if enc == jsonContentType && !r.chargeOTLPJSON(w, req, s) {
+	if !direct && !r.chargePdata(w, req, enc, s) {
 		return
 	}
 	var err error
@@ -188,37 +188,58 @@ const (
 	weightLogJSON     = 3
 )
 
-// chargeOTLPJSON checks an OTLP JSON body before pdata decodes it: its
-// nesting (maxOTLPJSONDepth), and what decoding it would hold, estimated
-// from its elements (gateway.OTLPJSONCost). The request is charged the
-// estimate where that is more than weightOTLPJSON per body byte (a
-// legitimate export's is less: about 3.5× its body for Kong spans), and
-// answered 429 while others hold the room. A body that costs more than
-// that per byte and more than all of max_request_bytes_in_flight (a flood
-// of empty elements: 20 MiB of them held over 4 GB) is refused (413,
-// too_large: no wait makes room for it), where a lone legitimate export
-// always passes. It reports whether the request may go on; s stays the
-// caller's.
-func (r *gatewayReceiver) chargeOTLPJSON(w http.ResponseWriter, req *http.Request, s *exportScratch) bool {
-	ctx, body := req.Context(), s.body
-	cost, err := gateway.OTLPJSONCost(body, maxOTLPJSONDepth)
-	if err != nil {
-		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
-		return false
+// chargePdata checks a body pdata is about to decode, s's: an OTLP JSON
+// body's nesting (maxOTLPJSONDepth), and what decoding it would hold,
+// estimated from its elements (gateway.OTLPJSONCost, OTLPProtoCost).
+// Answered and counted here when it may not go on.
+func (r *gatewayReceiver) chargePdata(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch) bool {
+	ctx := req.Context()
+	var cost gateway.DecodeCost
+	weight := int64(weightPdataProto)
+	if enc == jsonContentType {
+		var err error
+		if cost, err = gateway.OTLPJSONCost(s.body, maxOTLPJSONDepth); err != nil {
+			r.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
+			return false
+		}
+		weight = weightOTLPJSON
+	} else {
+		cost = gateway.OTLPProtoCost(s.body)
 	}
-	extra := cost.Bytes - weightOTLPJSON*int64(len(body))
-	if limit := r.admit.Limit(); limit > 0 && extra > 0 && cost.Bytes > limit {
-		r.reject(ctx, w, jsonContentType, http.StatusRequestEntityTooLarge, httpTooLarge,
-			"decoding this OTLP JSON body would hold about "+strconv.FormatInt(cost.Bytes, 10)+" bytes ("+
-				strconv.FormatInt(cost.Spans, 10)+" spans, "+strconv.FormatInt(cost.Elements, 10)+
-				" elements in all), more than max_request_bytes_in_flight ("+strconv.FormatInt(limit, 10)+"); send smaller batches")
+	switch tooLarge, busy := r.chargeDecode(s, cost, weight, encodingName(enc)); {
+	case tooLarge != "":
+		r.reject(ctx, w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, tooLarge)
 		return false
-	}
-	if extra > 0 && !s.charge.Add(extra) {
-		r.rejectBusy(ctx, w, jsonContentType, admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+extra))
+	case busy != nil:
+		r.rejectBusy(ctx, w, enc, busy)
 		return false
 	}
 	return true
+}
+
+// chargeDecode charges request s what decoding its body into pdata would
+// hold (cost), where that is more than weight per body byte (what it was
+// charged: a legitimate export costs less, e.g. about 3.5× its body for
+// Kong spans in JSON), and returns ErrBusy's error while others hold the
+// room (429 / Unavailable). A body that costs more than weight per byte and
+// more than all of max_request_bytes_in_flight (a flood of empty elements:
+// 20 MiB of empty spans held over 4 GB in pdata) is refused (413 /
+// ResourceExhausted, too_large: no wait makes room for it), with the
+// message returned, where a lone legitimate export always passes.
+func (r *gatewayReceiver) chargeDecode(s *exportScratch, cost gateway.DecodeCost, weight int64, encoding string) (tooLarge string, busy error) {
+	extra := cost.Bytes - weight*int64(len(s.body))
+	if extra <= 0 {
+		return "", nil
+	}
+	if limit := r.admit.Limit(); limit > 0 && cost.Bytes > limit {
+		return "decoding this OTLP " + encoding + " body would hold about " + strconv.FormatInt(cost.Bytes, 10) + " bytes (" +
+			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
+			" elements in all), more than max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
+	}
+	if !s.charge.Add(extra) {
+		return "", admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+extra)
+	}
+	return "", nil
 }
 
 // maxOTLPJSONDepth bounds the nesting of an OTLP JSON body before pdata

@@ -12,8 +12,8 @@ import (
 // weight per body byte charged 80 MiB. OTLPJSONCost estimates what the
 // decoding holds from the elements themselves, before pdata sees a byte.
 
-// JSONCost is what decoding an OTLP JSON export into pdata holds, estimated.
-type JSONCost struct {
+// DecodeCost is what decoding an OTLP export into pdata holds, estimated.
+type DecodeCost struct {
 	// Bytes is the estimate: twice the body's bytes (pdata copies its
 	// strings, and its decoder keeps a buffer of about the body's size)
 	// plus, per element of the arrays below, what pdata keeps for it.
@@ -86,18 +86,18 @@ func otlpArrayOf(key []byte) otlpArray {
 }
 
 // OTLPJSONCost estimates what decoding OTLP JSON body b into pdata holds
-// (JSONCost), and checks, in the same pass, that b nests no deeper than
+// (DecodeCost), and checks, in the same pass, that b nests no deeper than
 // maxDepth (as CheckJSONDepth). It scans b once, allocating only for a key
 // with an escape; it does not check that b is valid JSON (pdata does), and
 // counts an element of a named array wherever that array sits, which may
 // count more than pdata keeps, never less.
-func OTLPJSONCost(b []byte, maxDepth int) (JSONCost, error) {
+func OTLPJSONCost(b []byte, maxDepth int) (DecodeCost, error) {
 	// open holds, per open container, the array it is (arrayOther for an
 	// object or an array of no interest); pending is the array the last
 	// key names, until the value after its colon starts.
 	open := make([]otlpArray, 0, 64)
 	var (
-		c       JSONCost
+		c       DecodeCost
 		pending otlpArray
 	)
 	for i := 0; i < len(b); i++ {

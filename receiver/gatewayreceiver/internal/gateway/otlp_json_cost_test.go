@@ -119,3 +119,59 @@ func FuzzOTLPJSONCost(f *testing.F) {
 		}
 	})
 }
+
+// TestOTLPProtoCostCoversPdata: the same shapes as protobuf, which pdata
+// unmarshals for a receiver in a traces pipeline: the estimate is at least
+// what pdata holds, and counts the elements.
+func TestOTLPProtoCostCoversPdata(t *testing.T) {
+	const n = 50_000
+	for name, body := range otlpShapes(n) {
+		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pb, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		td = ptrace.Traces{}
+		c := OTLPProtoCost(pb)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		got, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pb)
+		if err != nil {
+			t.Fatalf("%s: pdata: %v", name, err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		runtime.KeepAlive(got)
+		t.Logf("%-22s protobuf %8d B, pdata holds %9d B, estimate %9d B (%d elements, %d spans)", name, len(pb), held, c.Bytes, c.Elements, c.Spans)
+		if c.Bytes < held {
+			t.Errorf("%s: estimate %d bytes, pdata holds %d", name, c.Bytes, held)
+		}
+		if name != "unknown array of {}s" && c.Elements < n {
+			t.Errorf("%s: %d elements counted, want at least %d", name, c.Elements, n)
+		}
+	}
+}
+
+// FuzzOTLPProtoCost: whatever the bytes, the walk never panics and the
+// estimate is at least twice the body.
+func FuzzOTLPProtoCost(f *testing.F) {
+	for _, body := range otlpShapes(3) {
+		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
+		if err != nil {
+			f.Fatal(err)
+		}
+		pb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		f.Add(pb)
+	}
+	f.Add([]byte{0x0a, 0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c := OTLPProtoCost(b); c.Bytes < 2*int64(len(b)) || c.Spans > c.Elements {
+			t.Fatalf("cost %+v for %d bytes", c, len(b))
+		}
+	})
+}
