@@ -61,18 +61,19 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	defer r.putScratch(s)
 	body := s.body
 	s.aggregating(ctx)
-	_, entryErrs, err := f.spec.Decode(body, s.collect)
+	entries, entryErrs, err := f.spec.Decode(body, s.collect)
 	if err != nil {
 		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())
 		return
 	}
-	ans := logAnswer{Accepted: s.collected, Rejected: len(entryErrs)}
-	for i := range entryErrs {
-		if i == maxListedErrors {
-			ans.Errors = append(ans.Errors, "… "+strconv.Itoa(len(entryErrs)-i)+" more")
-			break
-		}
+	// Decode lists the first entry errors only: every entry it did not
+	// hand on was rejected.
+	ans := logAnswer{Accepted: s.collected, Rejected: entries - s.collected}
+	for i := range min(len(entryErrs), maxListedErrors) {
 		ans.Errors = append(ans.Errors, entryErrs[i].Error())
+	}
+	if more := ans.Rejected - len(ans.Errors); more > 0 {
+		ans.Errors = append(ans.Errors, "… "+strconv.Itoa(more)+" more")
 	}
 	r.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Accepted), metric.WithAttributeSet(f.accepted))
 	r.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Rejected), metric.WithAttributeSet(f.rejected))

@@ -211,3 +211,29 @@ const (
 	kongLogURLPath   = "/kong/http-log"
 	apisixLogURLPath = "/apisix/http-logger"
 )
+
+// A batch of 100,000 bad entries and one good one: 200, the good one
+// counted, every bad one counted rejected, the first ones listed and the
+// rest summed up in the answer (the decoder lists no more than that: 20
+// MiB of empty entries once took 880 MB to list).
+func TestManyBadLogEntriesAreCountedNotListed(t *testing.T) {
+	const bad = 100_000
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	good := `{"request":{"method":"GET"},"response":{"status":200},"route":{"name":"many"},"service":{"name":"svc"}}`
+	body := "[" + strings.Repeat("{},", bad) + good + "]"
+	code, msg := postPath(t, h.httpAddr, "/kong/http-log", "application/json", body)
+	var ans logAnswer
+	if err := json.Unmarshal([]byte(msg), &ans); err != nil || code != http.StatusOK {
+		t.Fatalf("%d %s (%v)", code, msg, err)
+	}
+	if ans.Accepted != 1 || ans.Rejected != bad || len(ans.Errors) != maxListedErrors+1 ||
+		ans.Errors[maxListedErrors] != "… 99990 more" || !strings.HasPrefix(ans.Errors[0], "entry 0: ") {
+		t.Fatalf("answer %+v", ans)
+	}
+	for outcome, want := range map[string]int64{"accepted": 1, "rejected": bad} {
+		if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_log_entries", attribute.String("outcome", outcome)); n != want {
+			t.Errorf("%s log entries = %d, want %d", outcome, n, want)
+		}
+	}
+}

@@ -171,10 +171,34 @@ func TestNDJSONBrokenLinesStayTheirOwn(t *testing.T) {
 	}
 	b.WriteString(strings.Repeat("[", MaxLogDepth+1) + strings.Repeat("]", MaxLogDepth+1) + "\n" + good + "\n")
 	got, n, errs, err := decodeAPISIX(t, b.String())
-	if err != nil || n != 302 || len(got) != 151 || len(errs) != 151 {
-		t.Fatalf("n=%d events=%d errors=%d err=%v, want 302 entries, 151 events, 151 errors", n, len(got), len(errs), err)
+	// 151 rejected (the entries not handed on), the first MaxEntryErrors listed.
+	if err != nil || n != 302 || len(got) != 151 || len(errs) != MaxEntryErrors || errs[0].Index != 1 {
+		t.Fatalf("n=%d events=%d errors listed=%d err=%v, want 302 entries, 151 events, the first %d errors listed", n, len(got), len(errs), err, MaxEntryErrors)
 	}
-	if last := errs[len(errs)-1]; last.Index != 300 || !strings.Contains(last.Error(), "nested deeper than 100") {
-		t.Errorf("deep line: %v", last)
+	_, _, errs, err = decodeAPISIX(t, good+"\n"+strings.Repeat("[", MaxLogDepth+1)+strings.Repeat("]", MaxLogDepth+1)+"\n"+good+"\n")
+	if err != nil || len(errs) != 1 || errs[0].Index != 1 || !strings.Contains(errs[0].Error(), "nested deeper than 100") {
+		t.Errorf("deep line: %v %v", errs, err)
+	}
+}
+
+// A batch of millions of bad entries lists the first MaxEntryErrors of
+// them and counts the rest: 20 MiB of empty entries were 7 million errors,
+// which took 880 MB to list.
+func TestEntryErrorsAreListedUpToTheirBound(t *testing.T) {
+	const n = 100_000
+	for _, c := range []struct {
+		name string
+		dec  func([]byte, func(*Event)) (int, []EntryError, error)
+		body string
+	}{
+		{"kong array", DecodeKongHTTPLog, "[" + strings.TrimSuffix(strings.Repeat("{},", n), ",") + "]"},
+		{"apisix ndjson", DecodeAPISIXHTTPLogger, strings.Repeat("{}\n", n)},
+		{"apisix array", DecodeAPISIXHTTPLogger, "[" + strings.TrimSuffix(strings.Repeat("{},", n), ",") + "]"},
+	} {
+		events := 0
+		entries, errs, err := c.dec([]byte(c.body), func(*Event) { events++ })
+		if err != nil || entries != n || events != 0 || len(errs) != MaxEntryErrors || errs[MaxEntryErrors-1].Index != MaxEntryErrors-1 {
+			t.Errorf("%s: %d entries, %d events, %d errors listed, %v; want %d, 0, the first %d", c.name, entries, events, len(errs), err, n, MaxEntryErrors)
+		}
 	}
 }

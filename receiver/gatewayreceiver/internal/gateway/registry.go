@@ -60,8 +60,10 @@ type LogSpec struct {
 	Format string
 	// MediaTypes are the Content-Types the gateway sends.
 	MediaTypes []string
-	// Decode hands every valid entry of body to fn, reports the invalid ones
-	// in entryErrs and fails only when the body as a whole is unreadable.
+	// Decode hands every valid entry of body to fn, reports the first
+	// MaxEntryErrors invalid ones in entryErrs (entries less the entries
+	// handed to fn is how many there were) and fails only when the body as
+	// a whole is unreadable.
 	Decode func(body []byte, fn func(*Event)) (entries int, entryErrs []EntryError, err error)
 }
 
