@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -96,5 +97,33 @@ func TestPushDoesNotDisturbTraces(t *testing.T) {
 	}
 	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, kongExport("GET", "/a", 200))); code != http.StatusOK {
 		t.Fatalf("traces: %d %s", code, body)
+	}
+}
+
+// A push may carry no more events than push.max_targets, but at least
+// 10,000: a body of more is refused whole (413, one rejected event) before
+// any is decoded (20 MiB of {} are 7 million events, which took gigabytes
+// to decode and answer).
+func TestPushOfTooManyEventsIsRefused(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) {
+		hc := defaultHealthConfig()
+		hc.Push.Get().MaxTargets = 3
+		c.Health = configoptional.Some(hc)
+	})
+	url := "http://" + h.httpAddr + health.DefaultPushPath
+	event := `{"gateway":"g","upstream":"u","target":"t:80","state":"healthy"}`
+	code, body := postHealth(t, url, "application/json", "["+strings.Repeat(event+",", 10_000)+event+"]")
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "carries at most 10000 events") || !strings.Contains(body, "carries 10001") {
+		t.Fatalf("10,001 events: %d %.300s", code, body)
+	}
+	// 10,000 about one target: applied in order (one accepted, the rest
+	// unchanged or out of order).
+	if code, body := postHealth(t, url, "application/json", "["+strings.Repeat(event+",", 9_999)+event+"]"); code != http.StatusOK {
+		t.Fatalf("10,000 events: %d %.300s", code, body)
+	}
+	for outcome, n := range map[string]int64{"accepted": 10_000, "rejected": 1} {
+		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
+			t.Errorf("events{outcome=%s} = %d, want %d", outcome, got, n)
+		}
 	}
 }

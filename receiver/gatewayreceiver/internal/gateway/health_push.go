@@ -71,6 +71,42 @@ func DecodeHealthEvents(dst []HealthEvent, body []byte) (events []HealthEvent, r
 	return dst, rejected, nil
 }
 
+// HealthEventCount is how many events push body b carries, counted
+// without decoding it: the elements of a top-level array, else 1. It does
+// not check that b is valid JSON (DecodeHealthEvents does); a push of
+// millions of events can be refused before they are decoded.
+func HealthEventCount(b []byte) int {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '[' {
+		return 1
+	}
+	depth, n, empty := 0, 0, true
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = stringEnd(b, i+1)
+			empty = false
+		case '[', '{':
+			if depth++; depth > 1 {
+				empty = false
+			}
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			empty = false
+		}
+	}
+	if empty {
+		return 0
+	}
+	return n + 1
+}
+
 func strictUnmarshal(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -261,5 +263,24 @@ func TestDecodeAddressWithoutIP(t *testing.T) {
 	_, rejected, err := DecodeHealthEvents(nil, []byte(`{"gateway":"g","upstream":"u","target":"t","address":"[]:80","state":"healthy"}`))
 	if err != nil || len(rejected) != 1 || rejected[0].Error() != `event 0: "address" "[]:80" is not "ip:port"` {
 		t.Fatalf("rejected %v, err %v", rejected, err)
+	}
+}
+
+// HealthEventCount counts a push's events without decoding it, as many as
+// DecodeHealthEvents reads (accepted or rejected) for every valid body.
+func TestHealthEventCount(t *testing.T) {
+	for body, want := range map[string]int{
+		`[]`: 0, ` [ ] `: 0, `{}`: 1, `{"a":[1,2]}`: 1, `[{}]`: 1, `[{},{}]`: 2, "[\n{},\n{}\n]": 2,
+		`[{"a":[1,2],"b":{"c":3,"d":4}},{"e":"x,y]"},{"f":"\",["}]`: 3, `[1,"a",null]`: 3,
+	} {
+		if got := HealthEventCount([]byte(body)); got != want {
+			t.Errorf("%s: %d events, want %d", body, got, want)
+		}
+		if strings.HasPrefix(strings.TrimSpace(body), "[") {
+			var raw []json.RawMessage
+			if err := json.Unmarshal([]byte(body), &raw); err != nil || len(raw) != want {
+				t.Errorf("%s: encoding/json reads %d elements (%v)", body, len(raw), err)
+			}
+		}
 	}
 }

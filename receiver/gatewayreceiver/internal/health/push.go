@@ -24,6 +24,11 @@ var (
 	eventsThrottled  = attribute.NewSet(attribute.String("outcome", "throttled"))
 )
 
+// minPushEvents is the fewest events one push may carry whatever
+// push.max_targets: a push may carry more events than there are targets
+// (updates of known ones), up to max(push.max_targets, minPushEvents).
+const minPushEvents = 10_000
+
 // jsonContentType is the push endpoint's only media type.
 const jsonContentType = "application/json"
 
@@ -78,6 +83,15 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 		writePush(w, code, pushResponse{Error: "reading request body: " + err.Error()})
 		return
 	}
+	maxPushed := h.cfg.Push.Get().MaxTargets
+	if n, most := gateway.HealthEventCount(body), max(maxPushed, minPushEvents); n > most {
+		// Decoding millions of events (20 MiB of {} is 7 million) took
+		// gigabytes, for a push no pusher sends.
+		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
+		writePush(w, http.StatusRequestEntityTooLarge, pushResponse{Error: "a push carries at most " + strconv.Itoa(most) +
+			" events (health.push.max_targets, at least " + strconv.Itoa(minPushEvents) + "); this one carries " + strconv.Itoa(n)})
+		return
+	}
 	events, rejected, err := gateway.DecodeHealthEvents(nil, body)
 	if err != nil {
 		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
@@ -86,7 +100,6 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	}
 	resp := pushResponse{}
 	now := time.Now()
-	maxPushed := h.cfg.Push.Get().MaxTargets
 	overLimit := 0
 	// Both lists are in request order; merge them so rejected stays sorted
 	// by index.
