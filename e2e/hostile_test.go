@@ -628,8 +628,9 @@ func testDeepNesting(t *testing.T) {
 // testJSONFlood posts OTLP JSON made of empty elements, which pdata holds
 // at hundreds of times their size: 20 MiB of empty spans (7 million) and of
 // empty resources, three times each, are refused (413, too_large) before
-// decoding; 16 bodies of 250,000 empty spans (0.75 MB each, ~57 MB in
-// pdata) sent at once are admitted by what they cost (200 or 429). RSS
+// decoding; 20 MiB log batches of empty entries are answered 400 without
+// listing 7 million errors; 16 bodies of 250,000 empty spans (0.75 MB each,
+// ~57 MB in pdata) sent at once are admitted by what they cost (200 or 429). RSS
 // stays far below what decoding them all would take (4.1 GB for one 20 MiB
 // body, 2.2 GB for the 16), and the good traffic is counted exactly.
 func testJSONFlood(t *testing.T) {
@@ -673,6 +674,19 @@ func testJSONFlood(t *testing.T) {
 		}
 		t.Logf("%d bytes of %s: 413", len(b.body), b.name)
 	}
+	// Log batches of empty entries: every entry is rejected, the answer
+	// lists the first ten and counts the rest (listing 7 million errors
+	// took 880 MB).
+	logs := []struct{ path, body string }{
+		{"/kong/http-log", string(flood(`[`, `]`, big/3-100))},
+		{"/apisix/http-logger", strings.Repeat("{}\n", big/3-100)},
+	}
+	for _, l := range logs {
+		status, _, msg := postCount(client, ans, h.col.url(l.path), "application/json", []byte(l.body))
+		if status != http.StatusBadRequest || !strings.Contains(string(msg), " more") {
+			t.Errorf("%s, %d bytes of empty entries: status %d, want 400 counting the errors past the first ten: %s", l.path, len(l.body), status, truncate(msg))
+		}
+	}
 	body := spans(medium)
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -694,6 +708,7 @@ func testJSONFlood(t *testing.T) {
 		t.Errorf("%d bodies of %d empty spans at once all admitted: each should be charged what it costs", at, medium)
 	}
 	waitTelemetry(t, h.col, telemetryName, requestsOutcome("too_large"), float64(2*rounds))
+	waitTelemetry(t, h.col, telemetryName, requestsOutcome("malformed"), float64(len(logs)))
 	h.finish(t, jsonFloodRSSBound, 0, scrapeBound)
 }
 
