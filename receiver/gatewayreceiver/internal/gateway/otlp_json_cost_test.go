@@ -50,17 +50,7 @@ func TestOTLPJSONCostCoversPdata(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
-		if err != nil {
-			t.Fatalf("%s: pdata: %v", name, err)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-		runtime.KeepAlive(td)
+		held := heldBy(t, name, func() (ptrace.Traces, error) { return (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body)) })
 		t.Logf("%-22s body %8d B, pdata holds %9d B, estimate %9d B (%d elements, %d spans)", name, len(body), held, c.Bytes, c.Elements, c.Spans)
 		if name == "unknown array of {}s" {
 			// Its resource and scope are the only elements.
@@ -126,27 +116,9 @@ func FuzzOTLPJSONCost(f *testing.F) {
 func TestOTLPProtoCostCoversPdata(t *testing.T) {
 	const n = 50_000
 	for name, body := range otlpShapes(n) {
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		pb, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		if err != nil {
-			t.Fatal(err)
-		}
-		td = ptrace.Traces{}
+		pb := protoOf(t, body)
 		c := OTLPProtoCost(pb)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		got, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pb)
-		if err != nil {
-			t.Fatalf("%s: pdata: %v", name, err)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-		runtime.KeepAlive(got)
+		held := heldBy(t, name, func() (ptrace.Traces, error) { return (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(pb) })
 		t.Logf("%-22s protobuf %8d B, pdata holds %9d B, estimate %9d B (%d elements, %d spans)", name, len(pb), held, c.Bytes, c.Elements, c.Spans)
 		if c.Bytes < held {
 			t.Errorf("%s: estimate %d bytes, pdata holds %d", name, c.Bytes, held)
@@ -161,12 +133,7 @@ func TestOTLPProtoCostCoversPdata(t *testing.T) {
 // estimate is at least twice the body.
 func FuzzOTLPProtoCost(f *testing.F) {
 	for _, body := range otlpShapes(3) {
-		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
-		if err != nil {
-			f.Fatal(err)
-		}
-		pb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		f.Add(pb)
+		f.Add(protoOf(f, body))
 	}
 	f.Add([]byte{0x0a, 0x80})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -174,4 +141,34 @@ func FuzzOTLPProtoCost(f *testing.F) {
 			t.Fatalf("cost %+v for %d bytes", c, len(b))
 		}
 	})
+}
+
+// heldBy is what decode's traces hold on the heap, after a collection.
+func heldBy(t *testing.T, name string, decode func() (ptrace.Traces, error)) int64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	td, err := decode()
+	if err != nil {
+		t.Fatalf("%s: pdata: %v", name, err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(td)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// protoOf is OTLP JSON body as protobuf (its pdata gone once returned).
+func protoOf(t testing.TB, body string) []byte {
+	t.Helper()
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pb
 }
