@@ -701,11 +701,11 @@ func (a *aggregator) resolveLocked(b *bundle, gi int, k *tupleKey) *seriesSet {
 // projMask is a projection that only keeps or clears fields of the tuple,
 // as the fields it clears: it keeps the whole of a tuple whose cleared
 // fields are empty already (whole), and the projection's encoding is the
-// tuple's with those fields empty (encode), both told without building,
+// tuple's with those fields empty (encodeFrom), both told without building,
 // comparing and encoding a 328-byte projected tuple. newProjMask finds the
 // cleared fields by projecting a tuple whose every field is set;
 // TestProjMasks checks, for every profile's projections, that whole and
-// encode agree with keep and encodeKey.
+// encodeFrom agree with keep and encodeKey.
 type projMask struct {
 	ok bool // keep only keeps or clears fields
 	// strs are the string fields cleared, as indexes of strings(); cleared
@@ -762,41 +762,9 @@ func (m *projMask) whole(k *tupleKey) bool {
 	return true
 }
 
-// encode appends encodeKey of m's projection of k, written from k: no
-// projected tuple built, and a cleared field is one zero byte.
-func (m *projMask) encode(dst []byte, k *tupleKey) []byte {
-	for i, f := range k.strings() {
-		if m.cleared[i] || *f == "" {
-			dst = append(dst, 0)
-			continue
-		}
-		dst = binary.AppendUvarint(dst, uint64(len(*f)))
-		dst = append(dst, *f...)
-	}
-	var status, port int64
-	if !m.status {
-		status = k.status
-	}
-	if !m.port {
-		port = k.targetPort
-	}
-	dst = binary.AppendVarint(dst, status)
-	dst = binary.AppendVarint(dst, port)
-	var flags byte
-	if !m.source {
-		flags = byte(k.source) << 2
-	}
-	if k.overflow && !m.overflow {
-		flags |= 1
-	}
-	if k.stream && !m.stream {
-		flags |= 2
-	}
-	return append(dst, flags)
-}
-
-// encodeFrom appends what encode appends for k, read from full, encodeKey
-// of k: the kept bytes are copied in runs (a cleared field that is empty
+// encodeFrom appends encodeKey of m's projection of tuple k, read from
+// full, encodeKey of k (no projected tuple built): the kept bytes are
+// copied in runs (a cleared field that is empty
 // already is the byte it encodes to), so a new tuple's projections cost a
 // few copies of its encoding, not a walk of its fields.
 func (m *projMask) encodeFrom(dst, full []byte) []byte {

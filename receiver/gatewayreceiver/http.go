@@ -105,7 +105,7 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	}
 	defer r.putScratch(s)
 	body := s.body
-	if !direct && !r.chargePdata(w, req, enc, s) {
+	if !direct && !r.chargePdata(w, req, enc, weight, s) {
 		return
 	}
 	var err error
@@ -190,19 +190,18 @@ const (
 
 // chargePdata checks a body pdata is about to decode, s's: an OTLP JSON
 // body's nesting (maxOTLPJSONDepth), and what decoding it would hold,
-// estimated from its elements (gateway.OTLPJSONCost, OTLPProtoCost).
-// Answered and counted here when it may not go on.
-func (r *gatewayReceiver) chargePdata(w http.ResponseWriter, req *http.Request, enc string, s *exportScratch) bool {
+// estimated from its elements (gateway.OTLPJSONCost, OTLPProtoCost),
+// against the weight it was charged per byte. Answered and counted here
+// when it may not go on.
+func (r *gatewayReceiver) chargePdata(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch) bool {
 	ctx := req.Context()
 	var cost gateway.DecodeCost
-	weight := int64(weightPdataProto)
 	if enc == jsonContentType {
 		var err error
 		if cost, err = gateway.OTLPJSONCost(s.body, maxOTLPJSONDepth); err != nil {
 			r.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
 			return false
 		}
-		weight = weightOTLPJSON
 	} else {
 		cost = gateway.OTLPProtoCost(s.body)
 	}
