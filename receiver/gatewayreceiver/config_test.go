@@ -70,7 +70,7 @@ func TestConfig(t *testing.T) {
 		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)`},
 		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},
 		{file: "bad_max_series.yaml", wantError: "max_series must be 0 (no limit) or positive, got -1"},
-		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, got "traefik"`},
+		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, traefik, got "lighttpd"`},
 		{file: "no_protocols.yaml", wantError: "protocols: at least one of grpc and http must be enabled"},
 		{file: "bad_flush_interval.yaml", wantError: "flush_interval must be positive, got -1s"},
 		{file: "empty_endpoint.yaml", wantError: "protocols.http.endpoint must not be empty"},

@@ -66,7 +66,7 @@ func TestFifthGatewayConfig(t *testing.T) {
 				t.Errorf("config: detect %q, pollers %+v", c.Detect, c.Health.Get().Pollers)
 			}
 		}},
-		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, acme, got "traefik"`},
+		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, traefik, acme, got "lighttpd"`},
 		{file: "health_unknown_gateway.yaml", wantError: `health: "traefik" is neither a health setting nor a gateway with a poller (kong, apisix, envoy, acme)`},
 	})
 }

@@ -151,12 +151,12 @@ func TestFifthGatewayNeedsOnlyItsHome(t *testing.T) {
 
 // The built-in kinds are the registry's positions.
 func TestRegistryOrder(t *testing.T) {
-	for k, name := range map[Kind]string{KindKong: "kong", KindAPISIX: "apisix", KindEnvoy: "envoy", KindSemconv: "semconv"} {
+	for k, name := range map[Kind]string{KindKong: "kong", KindAPISIX: "apisix", KindEnvoy: "envoy", KindSemconv: "semconv", KindTraefik: "traefik"} {
 		if g := gatewayOf(k); g == nil || g.Name != name || g.Kind() != k {
 			t.Errorf("kind %d is %+v, want %s", k, g, name)
 		}
 	}
-	if got := DetectNames(); !slices.Equal(got, []string{"auto", "kong", "apisix", "envoy", "semconv"}) {
+	if got := DetectNames(); !slices.Equal(got, []string{"auto", "kong", "apisix", "envoy", "semconv", "traefik"}) {
 		t.Errorf("detect values %v", got)
 	}
 }

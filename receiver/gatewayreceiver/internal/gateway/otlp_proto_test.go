@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +193,17 @@ func FuzzCountProto(f *testing.F) {
 	f.Add(marshal(f, richTrace()))
 	f.Add(legacyBody(f, false))
 	f.Add(legacyBody(f, true))
+	for _, name := range []string{"traefik-3.6-detailed.json", "traefik-3.6-minimal.json"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(marshal(f, td))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if d := differential(body); d != "" {
 			t.Fatal(d)

@@ -10,7 +10,7 @@ import (
 
 // Gateway is one gateway's home: everything the receiver knows about it.
 // Each gateway fills one in its own file (kong.go, apisix.go, envoy.go,
-// semconv.go) and is listed once in builtin; the config's `detect` values,
+// semconv.go, traefik.go) and is listed once in builtin; the config's `detect` values,
 // the health section's poller lists, the push endpoint's `kind` values and
 // the log ingest paths are all derived from the registry.
 //
@@ -40,6 +40,15 @@ type Gateway struct {
 	// starting at -1, for a mapper that must pick one child among several
 	// (Kong keeps the highest try). nil when children add nothing.
 	MapChild func(e *Event, s *spanRec, a attrs, order *float64)
+	// Internal names the INTERNAL spans MapInternal applies: spans of a
+	// root's request at any depth below it, reached through INTERNAL spans
+	// only (Traefik's Router span, which its entry point's middleware spans
+	// may hold). Only spans of this name are walked up to their root.
+	Internal string
+	// MapInternal applies one such span; depth is its distance from the
+	// root (1: a direct child), order as for MapChild (Traefik keeps the
+	// deepest router). nil when INTERNAL spans add nothing.
+	MapInternal func(e *Event, s *spanRec, a attrs, depth int, order *float64)
 	// Log is the gateway's access-log ingest path; nil for none.
 	Log *LogSpec
 	// HealthStates are the states its upstream targets can be in, in the
@@ -136,6 +145,7 @@ const (
 	KindAPISIX
 	KindEnvoy
 	KindSemconv
+	KindTraefik
 )
 
 // builtin lists the gateways in Kind order, one line each. The order is
@@ -145,6 +155,7 @@ var builtin = []*Gateway{
 	KindAPISIX:  &apisixGateway,
 	KindEnvoy:   &envoyGateway,
 	KindSemconv: &semconvGateway,
+	KindTraefik: &traefikGateway,
 }
 
 // registry is builtin plus what Register added (tests only); index = Kind.

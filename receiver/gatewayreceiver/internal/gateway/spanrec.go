@@ -53,6 +53,8 @@ const (
 	akEnvoyReqSize
 	akEnvoyRespSize
 	akEnvoyComponent
+	akTraefikRouter
+	akTraefikService
 	akGenAIProvider
 	akGenAISystem
 	akGenAIReqModel
@@ -95,6 +97,8 @@ var builtinAttrs = []struct {
 	{envoyReqSize, akEnvoyReqSize},
 	{envoyRespSize, akEnvoyRespSize},
 	{envoyComponent, akEnvoyComponent},
+	{traefikRouterName, akTraefikRouter},
+	{traefikServiceName, akTraefikService},
 	{attrGenAIProvider, akGenAIProvider},
 	{attrGenAISystem, akGenAISystem},
 	{attrGenAIReqModel, akGenAIReqModel},
@@ -119,7 +123,7 @@ func lookupAttrKey(k string) attrKey {
 // attrTable maps attribute names to keys: the built-in vocabulary and the
 // registered names. slots, indexed by the top bits of attrHash, hold 1 + the
 // index of the name's entry (0: empty); collisions probe the next slots.
-// With at most 35 + 128 names in 512 slots, most names the table does not
+// With at most 37 + 128 names in 512 slots, most names the table does not
 // hold meet an empty slot at once, and most it holds are found at the
 // first probe.
 type attrTable struct {
@@ -346,9 +350,10 @@ type spanRec struct {
 
 // OTLP enum values the mappers compare with (trace/v1 SpanKind, Status).
 const (
-	spanKindServer  = 2
-	spanKindClient  = 3
-	statusCodeError = 2
+	spanKindInternal = 1
+	spanKindServer   = 2
+	spanKindClient   = 3
+	statusCodeError  = 2
 )
 
 func (s *spanRec) hasParent() bool { return s.parent != [8]byte{} }

@@ -66,7 +66,8 @@ type SpanCounter struct {
 
 	// Detect forces the gateway kind; KindAuto (the zero value) detects it
 	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
-	// resource service.name APISIX) is APISIX, a root span with Envoy's
+	// resource service.name APISIX) is APISIX, github.com/traefik/traefik
+	// is Traefik, a root span with Envoy's
 	// upstream_cluster or component=proxy tags is Envoy, anything else the
 	// semantic conventions.
 	Detect Kind
@@ -80,6 +81,9 @@ type SpanCounter struct {
 	local  map[[8]byte]struct{}
 	roots  map[[8]byte]int
 	events []Event
+	// byID indexes the resource's spans by id, for the walk from an
+	// INTERNAL span up to its root (built only when one is walked).
+	byID map[[8]byte]int32
 	// lastTry is, per event, the try number of the balancer span that
 	// filled Target (Kong's last try answers).
 	lastTry []float64
@@ -138,6 +142,7 @@ func (c *SpanCounter) endResource() int {
 	}
 	clear(c.local)
 	clear(c.roots)
+	clear(c.byID)
 	return len(c.events) - first
 }
 
@@ -287,10 +292,11 @@ func (c *SpanCounter) isRoot(span *spanRec) bool {
 	return !nested
 }
 
-// completeFromChildren applies the direct children of each root (the
+// completeFromChildren applies the direct CLIENT children of each root (the
 // resource's events start at c.events[first]): Kong's
 // balancer spans (one per try; the last try gives the target and the
-// upstream latency) and Envoy's router span.
+// upstream latency) and Envoy's router span; and, for a gateway that maps
+// them, the INTERNAL spans below a root (Traefik's Router span).
 func (c *SpanCounter) completeFromChildren(first int) {
 	if c.roots == nil {
 		c.roots = make(map[[8]byte]int)
@@ -303,9 +309,16 @@ func (c *SpanCounter) completeFromChildren(first int) {
 			idx++
 		}
 	}
+	internal := c.wantInternal(first)
 	for i := range c.spans {
 		s := &c.spans[i]
-		if !s.hasParent() || s.kind != spanKindClient {
+		if !s.hasParent() {
+			continue
+		}
+		if s.kind != spanKindClient {
+			if internal && s.kind == spanKindInternal {
+				c.applyInternal(s)
+			}
 			continue
 		}
 		r, ok := c.roots[s.parent]
@@ -317,6 +330,72 @@ func (c *SpanCounter) completeFromChildren(first int) {
 			g.MapChild(e, s, c.attrsOf(s), &c.lastTry[r])
 		}
 	}
+}
+
+// maxInternalDepth bounds the walk from an INTERNAL span up to its root: a
+// chain longer than this (or a cycle of forged parent ids) is not a request's.
+const maxInternalDepth = 64
+
+// wantInternal reports whether a gateway of one of the resource's events
+// maps INTERNAL descendants; only then are INTERNAL spans looked at, so
+// Kong's and Envoy's reduction is unchanged.
+func (c *SpanCounter) wantInternal(first int) bool {
+	for i := first; i < len(c.events); i++ {
+		if g := gatewayOf(c.events[i].Kind); g != nil && g.MapInternal != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// applyInternal hands an INTERNAL span to MapInternal of its root's
+// gateway when the span has that gateway's Internal name and its parents,
+// INTERNAL spans all of them, lead to a root of the same ResourceSpans
+// (as for CLIENT children, a span whose root is in another export, or
+// another ResourceSpans, adds nothing). A nested SERVER or a CLIENT span on
+// the way is another request's boundary: the walk stops there.
+func (c *SpanCounter) applyInternal(s *spanRec) {
+	if !isInternalName(s.name) {
+		return
+	}
+	if c.byID == nil {
+		c.byID = make(map[[8]byte]int32)
+	}
+	if len(c.byID) == 0 {
+		for i := range c.spans {
+			c.byID[c.spans[i].id] = int32(i)
+		}
+	}
+	p := s.parent
+	for depth := 1; depth <= maxInternalDepth; depth++ {
+		if r, ok := c.roots[p]; ok {
+			e := &c.events[r]
+			if g := gatewayOf(e.Kind); g != nil && g.MapInternal != nil && g.Internal == s.name {
+				g.MapInternal(e, s, c.attrsOf(s), depth, &c.lastTry[r])
+			}
+			return
+		}
+		j, ok := c.byID[p]
+		if !ok {
+			return
+		}
+		up := &c.spans[j]
+		if up.kind != spanKindInternal || !up.hasParent() {
+			return
+		}
+		p = up.parent
+	}
+}
+
+// isInternalName reports whether some gateway maps INTERNAL spans of this
+// name.
+func isInternalName(name string) bool {
+	for _, g := range registry[1:] {
+		if g.MapInternal != nil && g.Internal == name {
+			return true
+		}
+	}
+	return false
 }
 
 // mapRoot fills e from a root SERVER span of the given kind.
