@@ -270,7 +270,8 @@ func (c *SpanCounter) decodeSpanFast(b []byte, s *spanRec) bool {
 				}
 				copy(s.trace[:], b[pos+1:pos+17])
 				pos += 17
-			case 0: // empty: leaves the id as it was, as checkID + copy do
+			case 0: // empty: no id, as pdata reads it (and span ids here)
+				s.trace = [16]byte{}
 				pos++
 			default:
 				return false
@@ -410,6 +411,7 @@ func (c *SpanCounter) decodeSpanChecked(b []byte) error {
 		case 1:
 			if v, pos, err = consumeField(b, p, wt, "trace_id"); err == nil {
 				if err = checkID(v, 16, "trace_id"); err == nil {
+					s.trace = [16]byte{}
 					copy(s.trace[:], v)
 				}
 			}
