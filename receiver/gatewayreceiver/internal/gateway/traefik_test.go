@@ -211,3 +211,27 @@ func TestTraefikCountAllocatesNothing(t *testing.T) {
 		t.Errorf("CountProto allocates %v times per Traefik export", n)
 	}
 }
+
+// BenchmarkCountProtoTraefik is the protobuf path on the detailed fixture
+// (six requests, 41 spans, the Router spans walked up through their
+// Metrics parents). One op is one export.
+func BenchmarkCountProtoTraefik(b *testing.B) {
+	b2, err := os.ReadFile("testdata/traefik-3.6-detailed.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(b2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := marshal(b, td)
+	spans := td.SpanCount()
+	var c SpanCounter
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := c.CountProto(body, func(*Event) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*spans), "ns/span")
+}
