@@ -10,9 +10,9 @@ import (
 
 // Gateway is one gateway's home: everything the receiver knows about it.
 // Each gateway fills one in its own file (kong.go, apisix.go, envoy.go,
-// semconv.go, traefik.go) and is listed once in builtin; the config's `detect` values,
-// the health section's poller lists, the push endpoint's `kind` values and
-// the log ingest paths are all derived from the registry.
+// semconv.go, traefik.go) and is listed once in builtin; the config's
+// `detect` values, the health section's poller lists, the push endpoint's
+// `kind` values and the log ingest paths are all derived from the registry.
 //
 // Adding a gateway: write its home (<name>.go, plus <name>_*.go for its log
 // and health decoders), add one line to builtin, and document its facts in

@@ -67,9 +67,8 @@ type SpanCounter struct {
 	// Detect forces the gateway kind; KindAuto (the zero value) detects it
 	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
 	// resource service.name APISIX) is APISIX, github.com/traefik/traefik
-	// is Traefik, a root span with Envoy's
-	// upstream_cluster or component=proxy tags is Envoy, anything else the
-	// semantic conventions.
+	// is Traefik, a root span with Envoy's upstream_cluster or
+	// component=proxy tags is Envoy, anything else the semantic conventions.
 	Detect Kind
 
 	// The ResourceSpans being reduced: its resource's known attributes,
