@@ -214,7 +214,8 @@ func TestStalledGRPCCallsAreBounded(t *testing.T) {
 	if slots != minReceivingSlots || share != minReceivingSlots/connShareDiv {
 		t.Fatalf("receiving slots at the default bounds = %d, %d per connection, want %d, %d", slots, share, minReceivingSlots, minReceivingSlots/connShareDiv)
 	}
-	// Two connections take their share each, the slots are full.
+	// Two connections take their share each, one after the other (so the
+	// first one's first call is the oldest); the slots are full.
 	var ids []uint32
 	var cs []*stallingClient
 	for range slots / share {
@@ -222,10 +223,10 @@ func TestStalledGRPCCallsAreBounded(t *testing.T) {
 		for range share {
 			cs, ids = append(cs, c), append(ids, c.stall(1<<20, 32<<10))
 		}
-	}
-	for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != slots; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls receiving, want %d", h.r.receiving.Len(), slots)
+		for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != len(ids); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls receiving, want %d", h.r.receiving.Len(), len(ids))
+			}
 		}
 	}
 	// 4 more, of a third connection, are refused at once, naming why.
