@@ -248,17 +248,18 @@ func TestGRPCIdleConnectionsAreClosed(t *testing.T) {
 	h := start(t, new(consumertest.MetricsSink), func(c *Config) {
 		c.Protocols.GRPC.Get().Keepalive.Get().ServerParameters.Get().MaxConnectionIdle = idle
 	})
+	dialed := time.Now() // before the server accepts
 	silent, err := net.Dial("tcp", h.grpcAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = silent.Close() })
 	silentClosed := make(chan time.Time, 1)
-	opened := time.Now()
 	go func() {
 		_, _ = io.Copy(io.Discard, silent) // the server's settings, then its close
 		silentClosed <- time.Now()
 	}()
+	opened := time.Now()
 	c := dialResetter(t, h.grpcAddr)
 	select {
 	case <-c.done:
@@ -270,7 +271,7 @@ func TestGRPCIdleConnectionsAreClosed(t *testing.T) {
 	}
 	select {
 	case at := <-silentClosed:
-		if took := at.Sub(opened); took < grpcHandshakeTimeout {
+		if took := at.Sub(dialed); took < grpcHandshakeTimeout {
 			t.Errorf("a connection without the client preface closed after %v, before the %v handshake timeout", took, grpcHandshakeTimeout)
 		}
 	case <-time.After(10 * time.Second):
