@@ -28,7 +28,7 @@ import (
 )
 
 // The receiver's gRPC defaults these attacks are held to (receiver README,
-// "gRPC server defaults").
+// Configuration, and "Connections that stay silent").
 const (
 	// defaultGRPCMaxConnIdle: keepalive.server_parameters.max_connection_idle.
 	defaultGRPCMaxConnIdle = time.Minute

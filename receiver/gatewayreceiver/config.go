@@ -55,8 +55,8 @@ const (
 	defaultGRPCReceiveTimeout = 30 * time.Second
 	tracesURLPath             = "/v1/traces"
 
-	// Defaults of the gRPC server, which gRPC leaves unbounded (see the
-	// README's "gRPC server defaults"). defaultGRPCMaxStreams bounds the
+	// Defaults of the gRPC server, which gRPC leaves unbounded (the
+	// README's configuration table says why). defaultGRPCMaxStreams bounds the
 	// calls of one connection at once, and with them the handler
 	// goroutines gRPC runs for calls a client resets (gRPC stops reading a
 	// connection at that many); an OTLP exporter makes at most its
@@ -77,9 +77,9 @@ const (
 	// defaultGRPCPingMinTime: a client pinging more often than this is
 	// answered GOAWAY ENHANCE_YOUR_CALM after 3 pings (gRPC's rule); 10 s
 	// is the keepalive time of configgrpc's clients (the collector's OTLP
-	// exporter), with or without a call (permit_without_stream), so no
-	// exporter keeping its connection alive is refused. Pings do not keep
-	// a connection from being idle.
+	// exporter), allowed on connections without a call too
+	// (permit_without_stream), so no exporter keeping its connection alive
+	// is cut off. Pings do not keep a connection from being idle.
 	defaultGRPCPingMinTime = 10 * time.Second
 )
 
