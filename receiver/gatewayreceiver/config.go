@@ -54,6 +54,33 @@ const (
 	// defaultReadTimeout: the time a call's message may take to arrive.
 	defaultGRPCReceiveTimeout = 30 * time.Second
 	tracesURLPath             = "/v1/traces"
+
+	// Defaults of the gRPC server, which gRPC leaves unbounded (the
+	// README's configuration table says why). defaultGRPCMaxStreams bounds the
+	// calls of one connection at once, and with them the handler
+	// goroutines gRPC runs for calls a client resets (gRPC stops reading a
+	// connection at that many); an OTLP exporter makes at most its
+	// sending_queue.num_consumers (10) at once.
+	defaultGRPCMaxStreams = 100
+	// defaultGRPCMaxConnIdle closes (GOAWAY) a connection without a call
+	// for this long, as protocols.http's keepalive.idle_timeout (1 min)
+	// closes an idle HTTP connection; an exporter reconnects at its next
+	// export.
+	defaultGRPCMaxConnIdle = time.Minute
+	// defaultGRPCMaxConnAge closes (GOAWAY, ±10 % jitter) a connection this
+	// old, so exporters behind a load balancer spread over collectors
+	// added since they connected, and defaultGRPCMaxConnAgeGrace is what
+	// its calls in flight are given after that: grpc_receive_timeout's
+	// default, the most a call's message may take.
+	defaultGRPCMaxConnAge      = 5 * time.Minute
+	defaultGRPCMaxConnAgeGrace = 30 * time.Second
+	// defaultGRPCPingMinTime: a client pinging more often than this is
+	// answered GOAWAY ENHANCE_YOUR_CALM after 3 pings (gRPC's rule); 10 s
+	// is the keepalive time of configgrpc's clients (the collector's OTLP
+	// exporter), allowed on connections without a call too
+	// (permit_without_stream), so no exporter keeping its connection alive
+	// is cut off. Pings do not keep a connection from being idle.
+	defaultGRPCPingMinTime = 10 * time.Second
 )
 
 // Config is the gateway receiver's configuration.
@@ -252,6 +279,18 @@ type Protocols struct {
 func createDefaultConfig() *Config {
 	grpcCfg := configgrpc.NewDefaultServerConfig()
 	grpcCfg.NetAddr.Endpoint = defaultGRPCEndpoint
+	grpcCfg.MaxConcurrentStreams = defaultGRPCMaxStreams
+	grpcCfg.Keepalive = configoptional.Some(configgrpc.KeepaliveServerConfig{
+		ServerParameters: configoptional.Some(configgrpc.KeepaliveServerParameters{
+			MaxConnectionIdle:     defaultGRPCMaxConnIdle,
+			MaxConnectionAge:      defaultGRPCMaxConnAge,
+			MaxConnectionAgeGrace: defaultGRPCMaxConnAgeGrace,
+		}),
+		EnforcementPolicy: configoptional.Some(configgrpc.KeepaliveEnforcementPolicy{
+			MinTime:             defaultGRPCPingMinTime,
+			PermitWithoutStream: true,
+		}),
+	})
 	httpCfg := confighttp.NewDefaultServerConfig()
 	httpCfg.NetAddr.Endpoint = defaultHTTPEndpoint
 	httpCfg.ReadHeaderTimeout = defaultReadHeaderTimeout

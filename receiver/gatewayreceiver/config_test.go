@@ -27,6 +27,23 @@ func TestConfig(t *testing.T) {
 			if c.GRPCReceiveTimeout != 30*time.Second || receivingSlots(c) != 32 {
 				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 30s and 32 (64 MiB / 4 MiB is less)", c.GRPCReceiveTimeout, receivingSlots(c))
 			}
+			g := c.Protocols.GRPC.Get()
+			sp, ep := g.Keepalive.Get().ServerParameters.Get(), g.Keepalive.Get().EnforcementPolicy.Get()
+			if g.MaxConcurrentStreams != 100 || sp.MaxConnectionIdle != time.Minute || sp.MaxConnectionAge != 5*time.Minute ||
+				sp.MaxConnectionAgeGrace != 30*time.Second || sp.Time != 0 || sp.Timeout != 0 || ep.MinTime != 10*time.Second || !ep.PermitWithoutStream {
+				t.Errorf("grpc max_concurrent_streams %d, keepalive %+v %+v; want 100, idle 1m, age 5m + 30s, gRPC's pings, min_time 10s with or without calls",
+					g.MaxConcurrentStreams, sp, ep)
+			}
+		}},
+		{file: "grpc_keepalive.yaml", check: func(t *testing.T, c *Config) {
+			// What is set replaces its default; the rest keep theirs.
+			g := c.Protocols.GRPC.Get()
+			sp, ep := g.Keepalive.Get().ServerParameters.Get(), g.Keepalive.Get().EnforcementPolicy.Get()
+			if g.MaxConcurrentStreams != 500 || sp.MaxConnectionIdle != 10*time.Minute || sp.MaxConnectionAge != 0 ||
+				sp.MaxConnectionAgeGrace != 30*time.Second || ep.MinTime != 10*time.Second || ep.PermitWithoutStream {
+				t.Errorf("grpc max_concurrent_streams %d, keepalive %+v %+v; want 500, idle 10m, no age, grace 30s, min_time 10s with calls only",
+					g.MaxConcurrentStreams, sp, ep)
+			}
 		}},
 		{file: "grpc_bounds.yaml", check: func(t *testing.T, c *Config) {
 			// 2 GiB / 16 MiB messages.

@@ -61,6 +61,7 @@ func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) er
 		// gRPC's default is 16 MiB of metadata per call, held while the
 		// call lasts; the HTTP server's is 1 MiB (net/http).
 		configgrpc.WithGrpcServerOption(grpc.MaxHeaderListSize(maxGRPCHeaderBytes)),
+		configgrpc.WithGrpcServerOption(grpc.ConnectionTimeout(grpcHandshakeTimeout)),
 		configgrpc.WithGrpcServerOption(grpc.StatsHandler(refusalCounter{r})))
 	if err != nil {
 		return err
@@ -121,12 +122,26 @@ func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
 	}
 }
 
+// connShareDiv: one connection holds at most 1/connShareDiv of the
+// receiving slots (16 of the default 32), so one client, stalling calls or
+// opening them faster than they are read, cannot refuse every other
+// client's. An OTLP exporter sends over one connection, 10 calls at most at
+// once at its default sending_queue.num_consumers: within it, with room.
+const connShareDiv = 2
+
 // minReceivingSlots: see receivingSlots.
 const minReceivingSlots = 32
 
 // maxGRPCHeaderBytes bounds a call's metadata, as http.DefaultMaxHeaderBytes
 // bounds an HTTP request's headers.
 const maxGRPCHeaderBytes = 1 << 20
+
+// grpcHandshakeTimeout closes a connection that has not completed its TLS
+// and HTTP/2 handshakes (the client preface and settings) this long after
+// it was accepted, as protocols.http's read_header_timeout (10 s) closes
+// one that has sent no request headers; gRPC's own is 120 s. A variable
+// for tests.
+var grpcHandshakeTimeout = defaultReadHeaderTimeout
 
 // reapEvery is how often stalled calls are looked for: a call is ended
 // between grpc_receive_timeout and a second more after its headers.
@@ -148,9 +163,14 @@ var reapEvery = time.Second
 // here; it never answers Internal.
 type refusalCounter struct{ r *gatewayReceiver }
 
-func (refusalCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (refusalCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (refusalCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+func (refusalCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (refusalCounter) HandleConn(context.Context, stats.ConnStats)                     {}
+
+// TagConn marks the connection whose calls share one connShareDiv of the
+// receiving slots (admission.TagConn).
+func (refusalCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return admission.TagConn(ctx)
+}
 
 func (c refusalCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	end, ok := s.(*stats.End)
@@ -280,9 +300,13 @@ func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (cont
 	call, _, err := r.receiving.Enter(ctx)
 	if err != nil {
 		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		if errors.Is(err, admission.ErrBusy) {
+		switch {
+		case errors.Is(err, admission.ErrBusy):
 			err = errors.New("every one of the " + strconv.Itoa(r.receiving.Slots()) +
 				" receiving slots is taken by a call whose message is still arriving; retry later")
+		case errors.Is(err, admission.ErrConnBusy):
+			err = errors.New("this connection holds " + strconv.Itoa(r.receiving.Share()) + " of the " +
+				strconv.Itoa(r.receiving.Slots()) + " receiving slots, the most one connection may, with calls whose message is still arriving; retry later")
 		}
 		return ctx, status.Error(codes.Unavailable, err.Error())
 	}

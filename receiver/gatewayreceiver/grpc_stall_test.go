@@ -203,26 +203,37 @@ func (c *stallingClient) open(id uint32) bool {
 
 // TestStalledGRPCCallsAreBounded: gRPC holds what a call's message has sent
 // before any handler sees it, so the receiver bounds the calls receiving at
-// once (32 at the default bounds): past that a new call is refused while the
-// receiving ones are young, and takes the oldest one's slot once that has
-// been receiving for a second. Nothing of a good export is lost after.
+// once (32 at the default bounds, 16 of one connection): past that a new
+// call is refused while the receiving ones are young, and takes the oldest
+// one's slot once that has been receiving for a second. Nothing of a good
+// export is lost after.
 func TestStalledGRPCCallsAreBounded(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 0 })
-	slots := h.r.receiving.Slots()
-	if slots != minReceivingSlots {
-		t.Fatalf("receiving slots at the default bounds = %d, want %d", slots, minReceivingSlots)
+	slots, share := h.r.receiving.Slots(), h.r.receiving.Share()
+	if slots != minReceivingSlots || share != minReceivingSlots/connShareDiv {
+		t.Fatalf("receiving slots at the default bounds = %d, %d per connection, want %d, %d", slots, share, minReceivingSlots, minReceivingSlots/connShareDiv)
 	}
+	// Two connections take their share each, one after the other (so the
+	// first one's first call is the oldest); the slots are full.
+	var ids []uint32
+	var cs []*stallingClient
+	for range slots / share {
+		c := dialStalling(t, h.grpcAddr)
+		for range share {
+			cs, ids = append(cs, c), append(ids, c.stall(1<<20, 32<<10))
+		}
+		for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != len(ids); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls receiving, want %d", h.r.receiving.Len(), len(ids))
+			}
+		}
+	}
+	// 4 more, of a third connection, are refused at once, naming why.
 	c := dialStalling(t, h.grpcAddr)
-	ids := make([]uint32, slots+4)
-	for i := range ids {
-		ids[i] = c.stall(1<<20, 32<<10)
-	}
-	// The last 4 are refused at once, naming why; the first 16 hold.
-	for _, id := range ids[slots:] {
-		e := c.wait(id, 5*time.Second)
-		if e.code != codes.Unavailable || !strings.Contains(e.message, "receiving slots") {
-			t.Errorf("call %d past the slots: %+v, want Unavailable naming the receiving slots", id, e)
+	for range 4 {
+		if e := c.wait(c.stall(1<<20, 32<<10), 5*time.Second); e.code != codes.Unavailable || !strings.Contains(e.message, "every one of the 32 receiving slots") {
+			t.Errorf("call past the slots: %+v, want Unavailable naming the receiving slots", e)
 		}
 	}
 	if n := h.r.receiving.Len(); n != slots {
@@ -240,12 +251,12 @@ func TestStalledGRPCCallsAreBounded(t *testing.T) {
 	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
 		t.Fatalf("export after a second: %v", err)
 	}
-	e := c.wait(ids[0], 5*time.Second)
+	e := cs[0].wait(ids[0], 5*time.Second)
 	if e.code != codes.DeadlineExceeded {
 		t.Errorf("the oldest stalled call: %+v, want DeadlineExceeded", e)
 	}
-	for _, id := range ids[1:slots] {
-		if !c.open(id) {
+	for i, id := range ids[1:] {
+		if !cs[i+1].open(id) {
 			t.Errorf("stalled call %d ended; only the oldest had to", id)
 		}
 	}

@@ -103,7 +103,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		agg:       agg,
 		rates:     cfg.samplingRates(),
 		admit:     admission.New(cfg.MaxRequestBytesInFlight),
-		receiving: admission.NewReceiving(receivingSlots(cfg), cfg.GRPCReceiveTimeout),
+		receiving: admission.NewReceiving(receivingSlots(cfg), receivingSlots(cfg)/connShareDiv, cfg.GRPCReceiveTimeout),
 	}
 	r.scratch.New = func() any { return newScratch(r, cfg.detect(), dims.spanKeys()) }
 	return r, nil

@@ -24,7 +24,21 @@ import (
 //     been receiving for at least ShedAge (a stalled call is old; a healthy
 //     one is done in milliseconds), else it is refused (ErrBusy), so a
 //     client holding every slot delays others by ShedAge at most;
-//   - a call whose message has not arrived within timeout is ended.
+//   - a call whose message has not arrived within timeout is ended;
+//   - one connection holds at most share of the slots (TagConn marks the
+//     connection), so one client cannot hold every slot: past its share
+//     a call of that connection takes the slot of the connection's own
+//     oldest receiving call, if that one is ShedAge old, else it is
+//     refused (ErrConnBusy) while other connections' calls still enter;
+//   - a call whose stream has ended (the client reset it, its deadline
+//     passed, its connection closed) no longer holds its slot once a slot
+//     is needed: its context is cancelled as gRPC reads the RST_STREAM,
+//     but the hook that frees its slot (context.AfterFunc) runs on a
+//     goroutine of its own, which under a flood of resets waits for a
+//     core. 8 connections resetting calls as fast as they could kept all
+//     32 slots held by calls already reset, and 70 % of a client's
+//     exports were refused; Enter now frees the slots of ended calls
+//     itself before it refuses anything.
 //
 // An ended call's context is cancelled with its cause (ErrStalled, ErrShed
 // or ErrClosed), which makes gRPC's read of its message fail and free what
@@ -38,6 +52,7 @@ import (
 // are O(1).
 type Receiving struct {
 	slots   int           // 0: no bound on the count
+	share   int           // per connection; 0: no bound
 	timeout time.Duration // 0: no reaping
 	now     func() time.Time
 
@@ -55,17 +70,22 @@ type Call struct {
 	r          *Receiving
 	prev, next *Call
 	start      time.Time
+	conn       *connSlots // nil: a context TagConn did not mark
 	cancel     context.CancelCauseFunc
 	in         bool        // in r's list
 	stop       func() bool // unregisters the stream's-end hook (guarded by r.mu)
 }
+
+// ErrConnBusy refuses a call whose connection holds its share of the
+// slots, every one of them younger than ShedAge.
+var ErrConnBusy = errors.New("this connection holds its share of the receiving slots")
 
 // ErrStalled ends a call whose message did not arrive within the receive
 // timeout; ErrShed one whose slot a newer call took; ErrClosed the calls
 // still receiving when the receiver shuts down.
 var (
 	ErrStalled = errors.New("the message did not arrive within grpc_receive_timeout")
-	ErrShed    = errors.New("the message was still arriving while every receiving slot was taken, and this call was the oldest")
+	ErrShed    = errors.New("the message was still arriving while every receiving slot (or its connection's share of them) was taken, and this call was the oldest")
 	ErrClosed  = errors.New("the receiver is shutting down; retry")
 )
 
@@ -76,10 +96,24 @@ const ShedAge = time.Second
 // Enter and Reap report the calls they end (for logs and tests); outcomes
 // are counted with Call.Stalled where the read fails (see Stalled).
 
-// NewReceiving bounds the receiving calls to slots (0: unbounded) and their
-// receipt to timeout (0: no bound).
-func NewReceiving(slots int, timeout time.Duration) *Receiving {
-	return &Receiving{slots: slots, timeout: timeout, now: time.Now}
+// NewReceiving bounds the receiving calls to slots (0: unbounded), those of
+// one connection to share (0: unbounded) and their receipt to timeout (0:
+// no bound).
+func NewReceiving(slots, share int, timeout time.Duration) *Receiving {
+	return &Receiving{slots: slots, share: share, timeout: timeout, now: time.Now}
+}
+
+// connSlots counts the receiving calls of one connection (guarded by the
+// Receiving's mu).
+type connSlots struct{ n int }
+
+type connKey struct{}
+
+// TagConn marks ctx, a connection's context (stats.Handler.TagConn), so
+// that the calls entering from the streams derived from it count against
+// one share.
+func TagConn(ctx context.Context) context.Context {
+	return context.WithValue(ctx, connKey{}, &connSlots{})
 }
 
 // Enter registers a new call whose message is about to be read from ctx's
@@ -87,26 +121,44 @@ func NewReceiving(slots int, timeout time.Duration) *Receiving {
 // ends the read); it leaves when its message has arrived (Leave) or the
 // stream ends, whichever comes first. shed reports that Enter ended the
 // oldest receiving call to make room, for the caller to count. err is
-// ErrBusy when every slot is taken by calls younger than ShedAge.
+// ErrBusy when every slot is taken by calls younger than ShedAge, ErrConnBusy
+// when ctx's connection (TagConn) holds its share of them, all younger.
 func (r *Receiving) Enter(ctx context.Context) (c *Call, shed bool, err error) {
 	now := r.now()
+	cs, _ := ctx.Value(connKey{}).(*connSlots)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil, false, ErrClosed
 	}
-	if r.slots > 0 && r.n >= r.slots {
-		old := r.head
+	connFull := cs != nil && r.share > 0 && cs.n >= r.share
+	if connFull || (r.slots > 0 && r.n >= r.slots) {
+		r.dropEndedLocked()
+		connFull = cs != nil && r.share > 0 && cs.n >= r.share
+	}
+	var old *Call
+	switch {
+	case connFull:
+		old = r.head
+		for old.conn != cs {
+			old = old.next
+		}
+		err = ErrConnBusy
+	case r.slots > 0 && r.n >= r.slots:
+		old, err = r.head, ErrBusy
+	}
+	if old != nil {
 		if now.Sub(old.start) < ShedAge {
 			r.mu.Unlock()
-			return nil, false, ErrBusy
+			return nil, false, err
 		}
+		err = nil
 		r.removeLocked(old)
 		old.cancel(ErrShed)
 		shed = true
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	c = &Call{Context: ctx, r: r, start: now, cancel: cancel}
+	c = &Call{Context: ctx, r: r, start: now, conn: cs, cancel: cancel}
 	r.addLocked(c)
 	r.mu.Unlock()
 	// The stream's end (its context is cancelled whatever ends it) frees
@@ -178,6 +230,19 @@ func (c *Call) Leave() {
 	}
 }
 
+// dropEndedLocked frees the slots of the calls whose stream has ended
+// (their context is done) before their hook ran. It walks every receiving
+// call, at most slots of them, and runs only when a slot is needed.
+func (r *Receiving) dropEndedLocked() {
+	for c := r.head; c != nil; {
+		next := c.next
+		if c.Context.Err() != nil {
+			r.removeLocked(c)
+		}
+		c = next
+	}
+}
+
 // Reap ends the calls that have been receiving for longer than the timeout
 // and returns how many it ended. Run it every second or so.
 func (r *Receiving) Reap() int {
@@ -219,6 +284,9 @@ func (r *Receiving) Len() int {
 // Slots is the bound on receiving calls (0: none).
 func (r *Receiving) Slots() int { return r.slots }
 
+// Share is the bound on one connection's receiving calls (0: none).
+func (r *Receiving) Share() int { return r.share }
+
 func (r *Receiving) addLocked(c *Call) {
 	c.prev, c.in = r.tail, true
 	if r.tail != nil {
@@ -228,6 +296,9 @@ func (r *Receiving) addLocked(c *Call) {
 	}
 	r.tail = c
 	r.n++
+	if c.conn != nil {
+		c.conn.n++
+	}
 }
 
 func (r *Receiving) removeLocked(c *Call) {
@@ -243,4 +314,7 @@ func (r *Receiving) removeLocked(c *Call) {
 	}
 	c.prev, c.next, c.in = nil, nil, false
 	r.n--
+	if c.conn != nil {
+		c.conn.n--
+	}
 }

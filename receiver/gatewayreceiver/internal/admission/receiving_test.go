@@ -14,7 +14,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func newTestReceiving(slots int, timeout time.Duration) (*Receiving, *clock) {
 	c := &clock{t: time.Unix(1_000_000, 0)}
-	r := NewReceiving(slots, timeout)
+	r := NewReceiving(slots, 0, timeout)
 	r.now = c.now
 	return r, c
 }
@@ -98,7 +98,7 @@ func TestReceivingReapsStalledCalls(t *testing.T) {
 	if young.Err() != nil || r.Len() != 1 {
 		t.Errorf("young call: %v, %d receiving", young.Err(), r.Len())
 	}
-	if n := NewReceiving(0, 0).Reap(); n != 0 {
+	if n := NewReceiving(0, 0, 0).Reap(); n != 0 {
 		t.Errorf("no timeout reaped %d", n)
 	}
 }
@@ -113,4 +113,55 @@ func TestReceivingClose(t *testing.T) {
 	if _, _, err := r.Enter(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Enter after Close: %v", err)
 	}
+}
+
+// TestReceivingFreesEndedCalls: a call whose stream ended (its context is
+// cancelled, as gRPC cancels a stream the client resets) holds no slot for
+// the next call, whether or not the hook that frees it has run yet.
+func TestReceivingFreesEndedCalls(t *testing.T) {
+	r, _ := newTestReceiving(1, 0)
+	for i := range 1000 {
+		stream, reset := context.WithCancel(context.Background())
+		enter(t, r, stream)
+		reset()
+		if _, _, err := r.Enter(context.Background()); err != nil {
+			t.Fatalf("call %d after the receiving one was reset: %v", i, err)
+		}
+		r.Close() // ends the one that entered; a fresh one for the next round
+		r, _ = newTestReceiving(1, 0)
+	}
+}
+
+// TestReceivingShareOfAConnection: the calls of one connection (TagConn)
+// hold at most share slots; past it that connection's calls are refused
+// (ErrConnBusy) while another connection's enter, and once the
+// connection's oldest call is ShedAge old a new one takes its slot, not
+// another connection's older call's.
+func TestReceivingShareOfAConnection(t *testing.T) {
+	c := &clock{t: time.Unix(1_000_000, 0)}
+	r := NewReceiving(4, 2, 0)
+	r.now = c.now
+	a, b := TagConn(context.Background()), TagConn(context.Background())
+	other := enter(t, r, b) // the oldest of all
+	c.t = c.t.Add(100 * time.Millisecond)
+	a1 := enter(t, r, a)
+	a2 := enter(t, r, a)
+	if _, _, err := r.Enter(a); !errors.Is(err, ErrConnBusy) {
+		t.Fatalf("a third call of a connection with a share of 2: %v, want ErrConnBusy", err)
+	}
+	b2 := enter(t, r, b)
+	c.t = c.t.Add(ShedAge)
+	a3, shed, err := r.Enter(a)
+	if err != nil || !shed {
+		t.Fatalf("a call of the connection once its oldest is %v old: shed %v, err %v", ShedAge, shed, err)
+	}
+	if context.Cause(a1) != ErrShed || other.Err() != nil || a2.Err() != nil || b2.Err() != nil || a3.Err() != nil {
+		t.Errorf("shed %v (want the connection's oldest), others %v %v %v %v", context.Cause(a1), other.Err(), a2.Err(), b2.Err(), a3.Err())
+	}
+	if r.Len() != 4 || r.Share() != 2 {
+		t.Errorf("%d receiving, share %d; want 4, 2", r.Len(), r.Share())
+	}
+	// An untagged context (no connection) counts against the slots only.
+	a2.Leave()
+	enter(t, r, context.Background())
 }
