@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,7 +99,9 @@ func (fs *fileStorage) GetClient(ctx context.Context, kind component.Kind, id co
 	if err != nil {
 		return nil, err
 	}
-	return &client{Client: c, moved: moved}, nil
+	cl := &client{Client: c, moved: moved, path: path, logger: fs.logger}
+	cl.last, _ = os.Stat(path)
+	return cl, nil
 }
 
 // moveAside renames a file bbolt cannot read to <path>.corrupt-<UTC time>.
@@ -183,64 +186,113 @@ func sanitize(name string) string {
 	return b.String()
 }
 
-// client is contrib's client with faults of bbolt's mapped reads recovered
-// into errors (a file truncated under a running collector), and the files
-// moved aside before it was opened.
+// client is contrib's client with two guards for a file damaged under
+// it (truncated while the collector runs): before each operation the file
+// must not have shrunk since the last one (bbolt only grows its file; a
+// compaction that replaces it is a new file), else the operation fails
+// without touching bbolt, whose next page read would be a SIGBUS; and a
+// fault or panic of the operation itself is recovered into an error.
+// MovedAside reports the files moved aside before it was opened.
 type client struct {
 	storage.Client
-	moved []string
+	moved  []string
+	path   string
+	logger *zap.Logger
+	mu     sync.Mutex
+	last   os.FileInfo // the file at the last operation
+	shrunk error       // sticky once the file has shrunk
 }
 
 // MovedAside returns the files moved aside before this client's was
 // opened (internal/checkpoint.MovedAside reads it).
 func (c *client) MovedAside() []string { return c.moved }
 
-// errFault wraps a fault or panic recovered from a storage operation.
-var errFault = errors.New("storage file unreadable")
+// errUnreadable wraps the errors of a file damaged under an open client.
+var errUnreadable = errors.New("storage file unreadable")
 
-func recoverFault(err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("%w: %v", errFault, r)
+// check fails once the file has shrunk under the client.
+func (c *client) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shrunk != nil {
+		return c.shrunk
+	}
+	now, err := os.Stat(c.path)
+	if err != nil || c.last == nil || !os.SameFile(now, c.last) {
+		c.last = now // missing (bbolt keeps its open file), or replaced
+		return nil
+	}
+	if now.Size() < c.last.Size() {
+		c.shrunk = fmt.Errorf("%w: %s shrank from %d to %d bytes under the open database (restart to move it aside)",
+			errUnreadable, c.path, c.last.Size(), now.Size())
+		c.logger.Error("Storage file was truncated under the running collector; its operations fail until a restart moves it aside",
+			zap.String("file", c.path), zap.Int64("bytes_before", c.last.Size()), zap.Int64("bytes", now.Size()))
+		return c.shrunk
+	}
+	c.last = now
+	return nil
+}
+
+// done records the file's size after an operation (bbolt may have grown
+// it).
+func (c *client) done() {
+	if now, err := os.Stat(c.path); err == nil {
+		c.mu.Lock()
+		if c.shrunk == nil {
+			c.last = now
+		}
+		c.mu.Unlock()
 	}
 }
 
+// guard runs op with faults turned into panics and recovered.
+func (c *client) guard(op func() error) (err error) {
+	if err := c.check(); err != nil {
+		return err
+	}
+	defer c.done()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errUnreadable, r)
+		}
+	}()
+	return op()
+}
+
 func (c *client) Get(ctx context.Context, key string) (v []byte, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
-	return c.Client.Get(ctx, key)
+	err = c.guard(func() (err error) { v, err = c.Client.Get(ctx, key); return err })
+	return v, err
 }
 
-func (c *client) Set(ctx context.Context, key string, value []byte) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
-	return c.Client.Set(ctx, key, value)
+func (c *client) Set(ctx context.Context, key string, value []byte) error {
+	return c.guard(func() error { return c.Client.Set(ctx, key, value) })
 }
 
-func (c *client) Delete(ctx context.Context, key string) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
-	return c.Client.Delete(ctx, key)
+func (c *client) Delete(ctx context.Context, key string) error {
+	return c.guard(func() error { return c.Client.Delete(ctx, key) })
 }
 
-func (c *client) Batch(ctx context.Context, ops ...*storage.Operation) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
-	return c.Client.Batch(ctx, ops...)
+func (c *client) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	return c.guard(func() error { return c.Client.Batch(ctx, ops...) })
 }
 
+// Close closes bbolt's file (it reads no page).
 func (c *client) Close(ctx context.Context) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errUnreadable, r)
+		}
+	}()
 	return c.Client.Close(ctx)
 }
 
 // Walk is contrib's storage.Walker, when its client has it.
-func (c *client) Walk(ctx context.Context, fn storage.WalkFunc) (err error) {
+func (c *client) Walk(ctx context.Context, fn storage.WalkFunc) error {
 	w, ok := c.Client.(storage.Walker)
 	if !ok {
 		return errors.New("storage client does not support Walk")
 	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer recoverFault(&err)
-	return w.Walk(ctx, fn)
+	return c.guard(func() error { return w.Walk(ctx, fn) })
 }
