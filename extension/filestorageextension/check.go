@@ -83,11 +83,13 @@ func parseMeta(b []byte) (meta, bool) {
 // meta pages are intact and name pages the file no longer has). The check
 // reads what bbolt's Open reads through the map, with pread and bounds:
 // the meta pages as bbolt picks them (the valid one of the highest txid),
-// the high-water mark against the file's size, then every page reachable
-// from the root bucket (bbolt's freelist rebuild walks them all at open,
-// the distribution's file_storage keeps no freelist), each id below the
-// high-water mark, a branch or leaf page carrying its own id, its elements
-// and their keys and values inside the page, each page reached once.
+// their page size against the file's size, then every page reachable from
+// the root bucket (bbolt's freelist rebuild walks them all at open, as
+// file_storage keeps no freelist): each below the high-water mark and, its
+// overflow pages included, inside the file; a branch or leaf page carrying
+// its own id; its elements, keys and values inside the page; each reached
+// once. A file truncated past only free pages is kept: bbolt opens it and
+// the checkpoint in it is restored.
 func checkFile(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -162,14 +164,17 @@ func checkReader(r io.ReaderAt, size int64) error {
 	if m.pageSize != uint32(pageSize) {
 		return damaged("meta page size %d, file read with %d", m.pageSize, pageSize)
 	}
-	pages := uint64(size / pageSize)
-	if m.pgid < 3 || m.pgid > pages {
-		return damaged("high-water mark page %d, the file holds %d pages of %d bytes (%d bytes): truncated", m.pgid, pages, pageSize, size)
+	if m.pgid < 3 {
+		return damaged("high-water mark page %d", m.pgid)
 	}
 	if m.root < 2 || m.root >= m.pgid {
 		return damaged("root page %d outside 2..%d", m.root, m.pgid-1)
 	}
-	w := walker{r: r, pageSize: pageSize, hwm: m.pgid, seen: make([]uint64, (m.pgid+63)/64)}
+	// Pages between the end of the file and the high-water mark are fine
+	// as long as none is reachable: bbolt reads only reachable pages, and
+	// writes a free one with pwrite, which extends the file.
+	pages := uint64(size / pageSize)
+	w := walker{r: r, pageSize: pageSize, hwm: m.pgid, pages: pages, seen: make([]uint64, (min(m.pgid, pages)+63)/64)}
 	if m.freelist != noFreelist {
 		if err := w.freelist(m.freelist); err != nil {
 			return err
@@ -182,8 +187,9 @@ func checkReader(r io.ReaderAt, size int64) error {
 type walker struct {
 	r        io.ReaderAt
 	pageSize int64
-	hwm      uint64
-	seen     []uint64 // a bit per page id below hwm
+	hwm      uint64   // the meta's high-water mark
+	pages    uint64   // whole pages in the file
+	seen     []uint64 // a bit per page id below min(hwm, pages)
 	buf      []byte
 }
 
@@ -191,6 +197,9 @@ type walker struct {
 func (w *walker) read(id uint64) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, damaged("page %d outside 2..%d", id, w.hwm-1)
+	}
+	if id >= w.pages {
+		return nil, damaged("page %d past the end of the file (%d pages of %d bytes): truncated", id, w.pages, w.pageSize)
 	}
 	if w.seen[id/64]&(1<<(id%64)) != 0 {
 		return nil, damaged("page %d referenced twice", id)
@@ -206,6 +215,9 @@ func (w *walker) read(id uint64) ([]byte, error) {
 	overflow := uint64(binary.LittleEndian.Uint32(hdr[12:]))
 	if overflow >= w.hwm-id {
 		return nil, damaged("page %d with %d overflow pages past the high-water mark %d", id, overflow, w.hwm)
+	}
+	if overflow >= w.pages-id {
+		return nil, damaged("page %d with %d overflow pages past the end of the file (%d pages): truncated", id, overflow, w.pages)
 	}
 	n := int64(overflow+1) * w.pageSize
 	if int64(cap(w.buf)) < n {

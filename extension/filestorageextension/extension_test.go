@@ -358,3 +358,72 @@ func TestTruncatedFileCrashesContrib(t *testing.T) {
 		})
 	}
 }
+
+// TestTruncatedPastFreePagesOnly: a file cut after its last reachable page
+// but below the high-water mark is kept (bbolt reads no page it lost) and
+// its data restored.
+func TestTruncatedPastFreePagesOnly(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	e := newExt(t, dir, false, nil)
+	c, err := e.GetClient(ctx, component.KindProcessor, procID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "streams", []byte("checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "big", make([]byte, 400<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "processor_cumulative_")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last page the tree reaches, as the check's walk finds it.
+	m0, _ := parseMeta(b)
+	m1, _ := parseMeta(b[4096:])
+	m := m0
+	if m1.txid > m0.txid {
+		m = m1
+	}
+	w := walker{r: bytes.NewReader(b), pageSize: 4096, hwm: m.pgid, pages: uint64(len(b) / 4096), seen: make([]uint64, (len(b)/4096+63)/64)}
+	if err := w.tree(m.root, 0); err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for i := range len(b) / 4096 {
+		if w.seen[i/64]&(1<<(i%64)) != 0 {
+			last = i
+		}
+	}
+	keep := (last + 1) * 4096
+	if uint64(keep/4096) >= m.pgid {
+		t.Fatalf("the setup left no free page past the tree: last reachable %d, high-water mark %d", last, m.pgid)
+	}
+	if err := os.Truncate(path, int64(keep)); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFile(path); err != nil {
+		t.Fatalf("checkFile = %v on a file that lost free pages only (kept %d of %d pages)", err, keep/4096, m.pgid)
+	}
+	ours := newExt(t, dir, true, nil)
+	c, err = ours.GetClient(ctx, component.KindProcessor, procID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(ctx) }()
+	if v, err := c.Get(ctx, "streams"); err != nil || string(v) != "checkpoint" || len(MovedAsideOf(c)) != 0 {
+		t.Fatalf("Get = %q, %v; moved %v: want the data kept", v, err, MovedAsideOf(c))
+	}
+	if err := c.Set(ctx, "more", make([]byte, 100<<10)); err != nil {
+		t.Fatalf("a write into the lost free pages: %v", err)
+	}
+}
