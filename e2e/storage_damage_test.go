@@ -51,7 +51,9 @@ func storageDamage(t *testing.T, name string, size func(int64) int64) []string {
 	m := newFleetMember(t, fleetOpts{name: "damage", storageDir: dir, receiverStorage: true}, freePorts(t, 4))
 	m.launch(t)
 	m.waitReady(t)
-	sendAndCount(t, m, 600)
+	// 8s of traffic: the receiver's checkpoint holds every window flushed
+	// within checkpoint_replay (20s), so both files span many pages.
+	sendAndCount(t, m, 1600, 50*time.Millisecond)
 	m.terminate(t) // both components checkpoint at shutdown
 
 	sizes := map[string][2]int64{}
@@ -74,7 +76,7 @@ func storageDamage(t *testing.T, name string, size func(int64) int64) []string {
 		t.Fatalf("the collector did not start on the damaged storage: %s", started)
 	}
 	// Fresh counters: exactly the traffic after the restart.
-	sendAndCount(t, m, 400)
+	sendAndCount(t, m, 400, 5*time.Millisecond)
 
 	var rows []string
 	for _, f := range storageFiles {
@@ -122,10 +124,10 @@ func storageDamage(t *testing.T, name string, size func(int64) int64) []string {
 
 // sendAndCount posts total Kong requests to m and waits until its exporter
 // serves exactly them (the counters started with this run's traffic).
-func sendAndCount(t *testing.T, m *fleetMember, total int) {
+func sendAndCount(t *testing.T, m *fleetMember, total int, interval time.Duration) {
 	t.Helper()
 	d := newTrafficDriver([]trafficTarget{{m.name, m.col.tracesURL()}}, 10)
-	if err := d.run(total, 5*time.Millisecond, total+1, nil, 0); err != nil {
+	if err := d.run(total, interval, total+1, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d.lost > 0 || d.ackedTotal(m.name) != total {

@@ -83,13 +83,12 @@ func parseMeta(b []byte) (meta, bool) {
 // meta pages are intact and name pages the file no longer has). The check
 // reads what bbolt's Open reads through the map, with pread and bounds:
 // the meta pages as bbolt picks them (the valid one of the highest txid),
-// their page size against the file's size, then every page reachable from
-// the root bucket (bbolt's freelist rebuild walks them all at open, as
-// file_storage keeps no freelist): each below the high-water mark and, its
-// overflow pages included, inside the file; a branch or leaf page carrying
-// its own id; its elements, keys and values inside the page; each reached
-// once. A file truncated past only free pages is kept: bbolt opens it and
-// the checkpoint in it is restored.
+// their page size and high-water mark against the file's size, then every
+// page reachable from the root bucket (bbolt's freelist rebuild walks them
+// all at open, as file_storage keeps no freelist): each below the
+// high-water mark and, its overflow pages included, inside the file; a
+// branch or leaf page carrying its own id; its elements, keys and values
+// inside the page; each reached once.
 func checkFile(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -164,16 +163,17 @@ func checkReader(r io.ReaderAt, size int64) error {
 	if m.pageSize != uint32(pageSize) {
 		return damaged("meta page size %d, file read with %d", m.pageSize, pageSize)
 	}
-	if m.pgid < 3 {
-		return damaged("high-water mark page %d", m.pgid)
+	// Every page below the high-water mark must be in the file, reachable
+	// or free: bbolt maps the file as it is, and a free page it reuses from
+	// past the end is written with pwrite but read back through the map,
+	// past its end (a fault or a page check failing, soon after the start).
+	pages := uint64(size / pageSize)
+	if m.pgid < 3 || m.pgid > pages {
+		return damaged("high-water mark page %d, the file holds %d pages of %d bytes (%d bytes): truncated", m.pgid, pages, pageSize, size)
 	}
 	if m.root < 2 || m.root >= m.pgid {
 		return damaged("root page %d outside 2..%d", m.root, m.pgid-1)
 	}
-	// Pages between the end of the file and the high-water mark are fine
-	// as long as none is reachable: bbolt reads only reachable pages, and
-	// writes a free one with pwrite, which extends the file.
-	pages := uint64(size / pageSize)
 	w := walker{r: r, pageSize: pageSize, hwm: m.pgid, pages: pages, seen: make([]uint64, (min(m.pgid, pages)+63)/64)}
 	if m.freelist != noFreelist {
 		if err := w.freelist(m.freelist); err != nil {

@@ -281,6 +281,20 @@ func child(mode, dir string) int {
 		println("GetClient:", err.Error())
 		return 3
 	}
+	if strings.HasPrefix(mode, "use-") {
+		// Checkpoints written and read back, as a component does.
+		for i := range 50 {
+			k := "w" + strconv.Itoa(i)
+			if err := c.Set(ctx, k, make([]byte, 20<<10)); err != nil {
+				println("child survived; Set:", err.Error())
+				return 0
+			}
+			if _, err := c.Get(ctx, k); err != nil {
+				println("child survived; Get:", err.Error())
+				return 0
+			}
+		}
+	}
 	if strings.HasPrefix(mode, "run-") {
 		if err := os.Truncate(filepath.Join(dir, "processor_cumulative_"), 8192); err != nil {
 			println(err.Error())
@@ -330,11 +344,16 @@ func TestTruncatedFileCrashesContrib(t *testing.T) {
 		{"truncated to half", len(good) / 2, "open"},
 		{"first 8 KiB only", 8192, "open"},
 		{"truncated while open", len(good), "run"},
+		{"cut through free pages only", 0, "use"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, impl := range []string{"contrib", "ours"} {
 				dir := t.TempDir()
-				if err := os.WriteFile(filepath.Join(dir, "processor_cumulative_"), good[:c.keep], 0o600); err != nil {
+				b := good[:c.keep]
+				if c.mode == "use" {
+					b, _ = freePagesCut(t, t.TempDir())
+				}
+				if err := os.WriteFile(filepath.Join(dir, "processor_cumulative_"), b, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				out, err := runChild(t, c.mode+"-"+impl, dir)
@@ -359,71 +378,67 @@ func TestTruncatedFileCrashesContrib(t *testing.T) {
 	}
 }
 
-// TestTruncatedPastFreePagesOnly: a file cut after its last reachable page
-// but below the high-water mark is kept (bbolt reads no page it lost) and
-// its data restored.
-func TestTruncatedPastFreePagesOnly(t *testing.T) {
-	dir := t.TempDir()
+// freePagesCut writes a bbolt file through contrib's extension whose tree
+// ends well before its high-water mark (a large value written, then
+// deleted), and cuts it after the last page the tree reaches: every page
+// it loses is free. It returns the bytes kept and the high-water mark.
+func freePagesCut(t *testing.T, dir string) ([]byte, uint64) {
+	t.Helper()
 	ctx := context.Background()
 	e := newExt(t, dir, false, nil)
 	c, err := e.GetClient(ctx, component.KindProcessor, procID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(ctx, "streams", []byte("checkpoint")); err != nil {
-		t.Fatal(err)
+	for _, op := range []func() error{
+		func() error { return c.Set(ctx, "streams", []byte("checkpoint")) },
+		func() error { return c.Set(ctx, "big", make([]byte, 400<<10)) },
+		func() error { return c.Delete(ctx, "big") },
+		func() error { return c.Close(ctx) },
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Set(ctx, "big", make([]byte, 400<<10)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Delete(ctx, "big"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "processor_cumulative_")
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join(dir, "processor_cumulative_"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The last page the tree reaches, as the check's walk finds it.
 	m0, _ := parseMeta(b)
 	m1, _ := parseMeta(b[4096:])
 	m := m0
 	if m1.txid > m0.txid {
 		m = m1
 	}
-	w := walker{r: bytes.NewReader(b), pageSize: 4096, hwm: m.pgid, pages: uint64(len(b) / 4096), seen: make([]uint64, (len(b)/4096+63)/64)}
+	pages := uint64(len(b) / 4096)
+	w := walker{r: bytes.NewReader(b), pageSize: 4096, hwm: m.pgid, pages: pages, seen: make([]uint64, (pages+63)/64)}
 	if err := w.tree(m.root, 0); err != nil {
 		t.Fatal(err)
 	}
-	last := 0
-	for i := range len(b) / 4096 {
+	last := uint64(0)
+	for i := range pages {
 		if w.seen[i/64]&(1<<(i%64)) != 0 {
 			last = i
 		}
 	}
-	keep := (last + 1) * 4096
-	if uint64(keep/4096) >= m.pgid {
+	if last+1 >= m.pgid {
 		t.Fatalf("the setup left no free page past the tree: last reachable %d, high-water mark %d", last, m.pgid)
 	}
-	if err := os.Truncate(path, int64(keep)); err != nil {
+	return b[:(last+1)*4096], m.pgid
+}
+
+// TestTruncatedPastFreePagesOnly: a file cut after its last reachable page
+// but below the high-water mark is damaged too (bbolt opens it, then reads
+// a reused free page through a map that ends with the file: the subprocess
+// test shows contrib's dying of it), so it is moved aside.
+func TestTruncatedPastFreePagesOnly(t *testing.T) {
+	dir := t.TempDir()
+	cut, hwm := freePagesCut(t, dir)
+	path := filepath.Join(dir, "processor_cumulative_")
+	if err := os.WriteFile(path, cut, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkFile(path); err != nil {
-		t.Fatalf("checkFile = %v on a file that lost free pages only (kept %d of %d pages)", err, keep/4096, m.pgid)
-	}
-	ours := newExt(t, dir, true, nil)
-	c, err = ours.GetClient(ctx, component.KindProcessor, procID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close(ctx) }()
-	if v, err := c.Get(ctx, "streams"); err != nil || string(v) != "checkpoint" || len(MovedAsideOf(c)) != 0 {
-		t.Fatalf("Get = %q, %v; moved %v: want the data kept", v, err, MovedAsideOf(c))
-	}
-	if err := c.Set(ctx, "more", make([]byte, 100<<10)); err != nil {
-		t.Fatalf("a write into the lost free pages: %v", err)
+	if err := checkFile(path); !errors.Is(err, errDamaged) {
+		t.Fatalf("checkFile = %v on a file of %d pages below its high-water mark %d, want damaged", err, len(cut)/4096, hwm)
 	}
 }
