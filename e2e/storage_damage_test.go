@@ -28,7 +28,7 @@ import (
 // restart exactly; and the new files checkpoint (restored at one more
 // restart).
 func TestStorageDamage(t *testing.T) {
-	rows := []string{fmt.Sprintf("%-18s %-44s %7s %7s %-9s %s", "damage", "file", "bytes", "kept", "moved", "restart")}
+	rows := []string{fmt.Sprintf("%-18s %-22s %7s %7s  %s", "damage", "file", "bytes", "kept", "restart")}
 	for _, c := range []struct {
 		name string
 		size func(int64) int64
@@ -92,8 +92,8 @@ func storageDamage(t *testing.T, name string, size func(int64) int64) []string {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s: no new file: %v", f, err)
 		}
-		rows = append(rows, fmt.Sprintf("%-18s %-44s %7d %7d %-9s %s", name, f, sizes[f][0], sizes[f][1],
-			strings.TrimPrefix(filepath.Ext(moved[0]), ".")[:7], "started, counted afresh"))
+		rows = append(rows, fmt.Sprintf("%-18s %-22s %7d %7d  started; moved to %s, discarded_unreadable 1, counted afresh",
+			name, f, sizes[f][0], sizes[f][1], filepath.Base(moved[0])))
 	}
 	if n := len(m.logLines("Storage file is unreadable: moved aside")); n != 2 {
 		t.Errorf("%d log lines of a moved-aside file, want 2: %v", n, m.logLines("moved aside"))
