@@ -53,8 +53,8 @@ func newExt(t testing.TB, dir string, ours bool, logger *zap.Logger) storage.Ext
 // writeDB writes a bbolt file through contrib's extension, as the
 // cumulative processor's checkpoint would be, and returns its path and
 // bytes: keys of small values and one value over many overflow pages, so
-// the file spans a few hundred KiB.
-func writeDB(t *testing.T) (string, []byte) {
+// the file spans about a MiB.
+func writeDB(t testing.TB) (string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	e := newExt(t, dir, false, nil)
@@ -440,5 +440,16 @@ func TestTruncatedPastFreePagesOnly(t *testing.T) {
 	}
 	if err := checkFile(path); !errors.Is(err, errDamaged) {
 		t.Fatalf("checkFile = %v on a file of %d pages below its high-water mark %d, want damaged", err, len(cut)/4096, hwm)
+	}
+}
+
+// BenchmarkCheckFile: the check of the file writeDB writes (1 MiB).
+func BenchmarkCheckFile(b *testing.B) {
+	path, good := writeDB(b)
+	b.SetBytes(int64(len(good)))
+	for b.Loop() {
+		if err := checkFile(path); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
