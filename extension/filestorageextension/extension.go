@@ -82,7 +82,13 @@ func (fs *fileStorage) GetClient(ctx context.Context, kind component.Kind, id co
 			// The check could not run (permissions, I/O): contrib's open
 			// says what it makes of the file.
 			fs.logger.Warn("Could not check the storage file before opening it", zap.String("file", path), zap.Error(err))
-		} else if to, merr := fs.moveAside(path, err); merr == nil {
+		} else {
+			to, merr := fs.moveAside(path, err)
+			if merr != nil {
+				// Never hand bbolt a file it would fault on: no client (the
+				// component runs in memory and counts restore_failed).
+				return nil, fmt.Errorf("storage file %s is unreadable (%w) and could not be moved aside: %w", path, err, merr)
+			}
 			moved = append(moved, to)
 		}
 	}
@@ -91,10 +97,12 @@ func (fs *fileStorage) GetClient(ctx context.Context, kind component.Kind, id co
 	if errors.As(err, &f) {
 		// Unforeseen by the check: move the file aside and open a new one,
 		// once.
-		if to, merr := fs.moveAside(path, err); merr == nil {
-			moved = append(moved, to)
-			c, err = openGuarded(ctx, fs.Extension, kind, id, name)
+		to, merr := fs.moveAside(path, err)
+		if merr != nil {
+			return nil, fmt.Errorf("%w; the file could not be moved aside: %w", err, merr)
 		}
+		moved = append(moved, to)
+		c, err = openGuarded(ctx, fs.Extension, kind, id, name)
 	}
 	if err != nil {
 		return nil, err
@@ -108,7 +116,7 @@ func (fs *fileStorage) GetClient(ctx context.Context, kind component.Kind, id co
 func (fs *fileStorage) moveAside(path string, why error) (string, error) {
 	to := path + ".corrupt-" + fs.now().UTC().Format("20060102T150405.000000000Z")
 	if err := os.Rename(path, to); err != nil {
-		fs.logger.Error("Storage file is unreadable and could not be moved aside; move or remove it by hand",
+		fs.logger.Error("Storage file is unreadable and could not be moved aside; the component gets no storage until it is moved or removed by hand",
 			zap.String("file", path), zap.NamedError("damage", why), zap.Error(err))
 		return "", err
 	}

@@ -453,3 +453,55 @@ func BenchmarkCheckFile(b *testing.B) {
 		}
 	}
 }
+
+// TestUnmovableDamagedFile: a damaged file that cannot be renamed is never
+// handed to bbolt: GetClient fails (the component runs without storage and
+// counts restore_failed), the file is untouched, the log says why.
+func TestUnmovableDamagedFile(t *testing.T) {
+	_, good := writeDB(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "processor_cumulative_")
+	if err := os.WriteFile(path, good[:8192], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	e := newExt(t, dir, true, zap.New(core)).(*fileStorage)
+	e.now = func() time.Time { return time.Unix(0, 0) }
+	// The rename target exists as a non-empty directory: rename(2) fails
+	// whoever runs the test.
+	blocker := path + ".corrupt-19700101T000000.000000000Z"
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.GetClient(context.Background(), component.KindProcessor, procID, "")
+	if err == nil {
+		_ = c.Close(context.Background())
+		t.Fatal("GetClient gave a client on a damaged file it could not move aside")
+	}
+	if !strings.Contains(err.Error(), "could not be moved aside") {
+		t.Errorf("error %q", err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, good[:8192]) {
+		t.Error("the damaged file was changed")
+	}
+	if logs.FilterMessageSnippet("could not be moved aside").Len() != 1 {
+		t.Errorf("not logged: %v", logs.All())
+	}
+}
+
+// TestContribRefusesZeroed: what contrib does with a zeroed file (before
+// this extension): no client at all, so the component ran without storage
+// until the file was removed by hand.
+func TestContribRefusesZeroed(t *testing.T) {
+	_, good := writeDB(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "processor_cumulative_"), make([]byte, len(good)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := newExt(t, dir, false, nil).GetClient(context.Background(), component.KindProcessor, procID, ""); err == nil {
+		_ = c.Close(context.Background())
+		t.Fatal("contrib opened a zeroed file")
+	} else {
+		t.Logf("contrib: %v", err)
+	}
+}
