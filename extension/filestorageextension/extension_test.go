@@ -505,3 +505,44 @@ func TestContribRefusesZeroed(t *testing.T) {
 		t.Logf("contrib: %v", err)
 	}
 }
+
+// faultOnce is a storage extension whose first GetClient panics, as
+// contrib's open does on a fault the check did not foresee.
+type faultOnce struct {
+	storage.Extension
+	calls int
+}
+
+func (f *faultOnce) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	if f.calls++; f.calls == 1 {
+		panic("unexpected fault address 0xdead")
+	}
+	return f.Extension.GetClient(ctx, kind, id, name)
+}
+
+// TestFaultInContribsOpen: a panic of contrib's open moves the file aside
+// and opens once more.
+func TestFaultInContribsOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "processor_cumulative_")
+	if err := os.WriteFile(path, nil, 0o600); err != nil { // passes the check
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	inner := &faultOnce{Extension: newExt(t, dir, false, nil)}
+	fs := &fileStorage{Extension: inner, dir: dir, logger: zap.New(core), now: time.Now}
+	c, err := fs.GetClient(context.Background(), component.KindProcessor, procID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	if inner.calls != 2 || len(MovedAsideOf(c)) != 1 {
+		t.Fatalf("%d opens, moved %v: want the file moved aside and a second open", inner.calls, MovedAsideOf(c))
+	}
+	if logs.FilterMessageSnippet("moved aside").Len() != 1 {
+		t.Errorf("not logged: %v", logs.All())
+	}
+	if err := c.Set(context.Background(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+}
