@@ -34,6 +34,10 @@ const (
 	DiscardedVersion Outcome = "discarded_version"
 	DiscardedConfig  Outcome = "discarded_config"
 	RestoreFailed    Outcome = "restore_failed"
+	// DiscardedUnreadable: the storage file itself could not be read (a
+	// truncated bbolt file) and the distribution's file_storage moved it
+	// aside before opening a new one (extension/filestorageextension).
+	DiscardedUnreadable Outcome = "discarded_unreadable"
 )
 
 // ReplayScopeAttr marks the scope of a window the gateway receiver replays
@@ -60,6 +64,17 @@ func Extension(host component.Host, id component.ID) (storage.Extension, error) 
 		return nil, fmt.Errorf("storage: extension %q is not a storage extension", id)
 	}
 	return se, nil
+}
+
+// MovedAside returns the storage files the extension found unreadable and
+// moved aside before it opened client's (the distribution's file_storage,
+// extension/filestorageextension, tells; other extensions' clients report
+// none). Each is counted DiscardedUnreadable by the component.
+func MovedAside(client storage.Client) []string {
+	if m, ok := client.(interface{ MovedAside() []string }); ok {
+		return m.MovedAside()
+	}
+	return nil
 }
 
 // AppendHeader starts a checkpoint: magic, format version and a CRC

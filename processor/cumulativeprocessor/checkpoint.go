@@ -75,13 +75,14 @@ func checkpointFingerprint(cfg *Config) uint64 {
 type checkpointOutcome = ckpt.Outcome
 
 const (
-	ckptRestored         = ckpt.Restored
-	ckptDiscardedCorrupt = ckpt.DiscardedCorrupt
-	ckptDiscardedVersion = ckpt.DiscardedVersion
-	ckptDiscardedConfig  = ckpt.DiscardedConfig
-	ckptRestoreFailed    = ckpt.RestoreFailed
-	ckptSaved            = ckpt.Saved
-	ckptSaveFailed       = ckpt.SaveFailed
+	ckptRestored            = ckpt.Restored
+	ckptDiscardedCorrupt    = ckpt.DiscardedCorrupt
+	ckptDiscardedVersion    = ckpt.DiscardedVersion
+	ckptDiscardedConfig     = ckpt.DiscardedConfig
+	ckptRestoreFailed       = ckpt.RestoreFailed
+	ckptDiscardedUnreadable = ckpt.DiscardedUnreadable
+	ckptSaved               = ckpt.Saved
+	ckptSaveFailed          = ckpt.SaveFailed
 )
 
 func (p *cumulativeProcessor) countCheckpoint(ctx context.Context, o checkpointOutcome) {
@@ -106,6 +107,11 @@ func (p *cumulativeProcessor) openStorage(ctx context.Context, host component.Ho
 		p.logger.Error("Storage extension gave no client; streams are kept in memory only",
 			zap.Stringer("storage", id), zap.Error(err))
 		return nil, nil
+	}
+	for _, f := range ckpt.MovedAside(client) {
+		p.countCheckpoint(ctx, ckptDiscardedUnreadable)
+		p.logger.Warn("Discarding the streams' checkpoint: its storage file was unreadable and moved aside; starting empty (counters reset)",
+			zap.Stringer("storage", id), zap.String("moved_to", f))
 	}
 	return client, nil
 }

@@ -130,6 +130,11 @@ func (r *gatewayReceiver) openCheckpoint(ctx context.Context, host component.Hos
 			zap.Stringer("storage", id), zap.Error(err))
 		return nil
 	}
+	for _, f := range ckpt.MovedAside(client) {
+		r.countCheckpoint(ctx, ckpt.DiscardedUnreadable)
+		r.settings.Logger.Warn("Discarding the receiver's checkpoint: its storage file was unreadable and moved aside; starting a new window",
+			zap.Stringer("storage", id), zap.String("moved_to", f))
+	}
 	r.ckpt = &checkpointer{store: client, fingerprint: checkpointFingerprint(r.agg), replay: r.cfg.CheckpointReplay}
 	r.restore(ctx)
 	return nil

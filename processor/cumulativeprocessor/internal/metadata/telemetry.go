@@ -75,7 +75,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ProcessorCumulativeCheckpoints, err = meter.Int64Counter(
 		"otelcol_processor_cumulative_checkpoints",
-		metric.WithDescription("Checkpoints of the streams through the storage extension, by outcome (saved, save_failed; restored, discarded_corrupt, discarded_version, discarded_config, restore_failed). [Development]"),
+		metric.WithDescription("Checkpoints of the streams through the storage extension, by outcome (saved, save_failed; restored, discarded_corrupt, discarded_version, discarded_config, restore_failed, discarded_unreadable). [Development]"),
 		metric.WithUnit("{checkpoint}"),
 	)
 	errs = errors.Join(errs, err)

@@ -139,7 +139,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayCheckpoints, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_checkpoints",
-		metric.WithDescription("Checkpoints of the flushed windows, written or read back through the storage extension, by outcome (saved, save_failed, restored, discarded_corrupt, discarded_version, discarded_config, restore_failed). [Development]"),
+		metric.WithDescription("Checkpoints of the flushed windows, written or read back through the storage extension, by outcome (saved, save_failed, restored, discarded_corrupt, discarded_version, discarded_config, restore_failed, discarded_unreadable). [Development]"),
 		metric.WithUnit("{checkpoint}"),
 	)
 	errs = errors.Join(errs, err)
