@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 )
 
 var procID = component.MustNewID("cumulative")
@@ -245,7 +247,8 @@ func TestFileName(t *testing.T) {
 	}
 }
 
-// TestFactory: the type and configuration are contrib's.
+// TestFactory: the type and configuration are contrib's; type, class and
+// stability agree with metadata.yaml.
 func TestFactory(t *testing.T) {
 	f := NewFactory()
 	if f.Type() != contrib.Type() || f.Type().String() != "file_storage" {
@@ -255,6 +258,8 @@ func TestFactory(t *testing.T) {
 		t.Fatalf("config %T, want contrib's", f.CreateDefaultConfig())
 	}
 	var _ extension.Factory = f
+	md := metadatacheck.Read(t, "metadata.yaml")
+	metadatacheck.Status(t, md, f.Type(), "extension", map[string]component.StabilityLevel{"extension": f.Stability()})
 }
 
 // The crash tests run in a child process (a SIGBUS kills the test binary):

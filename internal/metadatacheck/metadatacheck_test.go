@@ -63,7 +63,7 @@ func TestDistributionListsOurComponents(t *testing.T) {
 			}
 		}
 	}
-	if seen != 3 {
-		t.Errorf("distribution lists %d of our components, want 3 (receiver, processor, exporter)", seen)
+	if seen != 4 {
+		t.Errorf("distribution lists %d of our components, want 4 (receiver, processor, exporter, file_storage extension)", seen)
 	}
 }
