@@ -78,7 +78,7 @@ func TestGRPCTracesPassThrough(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	traces := new(consumertest.TracesSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = traces
+	h.r.useTraces(traces)
 	td := kongExport("PUT", "/g", 201)
 	want := td.SpanCount()
 	client := ptraceotlp.NewGRPCClient(dialGRPC(t, h.grpcAddr))

@@ -55,7 +55,7 @@ func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 		t.Fatal(err)
 	}
 	h, err := health.NewManual(context.Background(), componenttest.NewNopHost(), health.Settings{
-		Config: cfg.Health.Get(), Naming: profileByName(string(cfg.healthProfile())).health, Next: hh.sink,
+		Config: cfg.Health.Get(), Naming: health.NamingOf(cfg.healthProfile()), Next: hh.sink,
 		Telemetry: r.telemetry, TelemetrySettings: set.TelemetrySettings, Logger: set.Logger,
 	})
 	if err != nil {

@@ -77,7 +77,7 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	}
 
 	// Another request holds all but 100 bytes.
-	held := h.r.admit.NewCharge()
+	held := h.r.ingest.admit.NewCharge()
 	if !held.Add(64<<10 - 100) {
 		t.Fatal("could not hold the budget")
 	}
@@ -89,7 +89,7 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 		}
 	}
 	// Full: a new gRPC call is refused before its message is read.
-	more := h.r.admit.NewCharge()
+	more := h.r.ingest.admit.NewCharge()
 	more.Add(100)
 	if err := grpcExport(); status.Code(err) != codes.Unavailable {
 		t.Errorf("gRPC while full: %v, want Unavailable", err)
@@ -114,8 +114,8 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_events", attribute.String("outcome", "counted")); got != 3 {
 		t.Errorf("events counted = %d, want 3 (the accepted export, log and gRPC call only)", got)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged after every request ended", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged after every request ended", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -150,8 +150,8 @@ func TestStalledUploadIsTimedOut(t *testing.T) {
 			t.Fatalf("connection %d still open %v after the read timeout", i, time.Since(start))
 		}
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -185,13 +185,13 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	// 100,000 (~23 MB in pdata) fit, but not while others hold the room:
 	// charged the estimate, not 4× their 0.3 MB.
 	other := int64(60 << 20)
-	if !h.r.admit.Acquire(other) {
+	if !h.r.ingest.admit.Acquire(other) {
 		t.Fatal("could not hold the room")
 	}
 	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusTooManyRequests {
 		t.Fatalf("100,000 empty spans while 60 MiB are held: %d %s, want 429", code, msg)
 	}
-	h.r.admit.Release(other)
+	h.r.ingest.admit.Release(other)
 	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusOK {
 		t.Fatalf("100,000 empty spans alone: %d %s, want 200", code, msg)
 	}
@@ -199,7 +199,7 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	if code, msg := post(t, h.httpAddr, jsonContentType, jsonBody(t, kongExport("GET", "/ok", 200))); code != http.StatusOK {
 		t.Fatalf("a Kong export: %d %s", code, msg)
 	}
-	if n := h.r.admit.InFlight(); n != 0 {
+	if n := h.r.ingest.admit.InFlight(); n != 0 {
 		t.Errorf("%d bytes still charged", n)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
@@ -221,7 +221,7 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 func TestProtobufFloodIsChargedInATracesPipeline(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = new(consumertest.TracesSink)
+	h.r.useTraces(new(consumertest.TracesSink))
 	spans := func(n int) []byte {
 		// ExportTraceServiceRequest{resource_spans: [{scope_spans: [{spans: [{} × n]}]}]}
 		scope := bytes.Repeat([]byte{0x12, 0x00}, n) // ScopeSpans: spans (2), each empty
@@ -246,7 +246,7 @@ func TestProtobufFloodIsChargedInATracesPipeline(t *testing.T) {
 	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
 		t.Fatalf("gRPC: a Kong export: %v", err)
 	}
-	if n := h.r.admit.InFlight(); n != 0 {
+	if n := h.r.ingest.admit.InFlight(); n != 0 {
 		t.Errorf("%d bytes still charged", n)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
@@ -302,8 +302,8 @@ func TestLoneLargeRequestIsAdmitted(t *testing.T) {
 	if code, msg := post(t, h.httpAddr, jsonContentType, body); code != http.StatusOK {
 		t.Fatalf("lone %d-byte JSON export: %d %s", len(body), code, msg)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -394,7 +394,7 @@ func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 		t.Fatalf("body %d bytes: it should fit the bound, only its decoding should not", len(body))
 	}
 	// Other requests hold half the bound.
-	if !h.r.admit.Acquire(512 << 10) {
+	if !h.r.ingest.admit.Acquire(512 << 10) {
 		t.Fatal("could not hold bytes")
 	}
 	resp, err := http.Post("http://"+h.httpAddr+tracesURLPath, pbContentType, strings.NewReader(string(body)))
@@ -414,12 +414,12 @@ func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("gRPC while others hold bytes: %v, want Unavailable", err)
 	}
-	h.r.admit.Release(512 << 10)
+	h.r.ingest.admit.Release(512 << 10)
 	if code, msg := post(t, h.httpAddr, pbContentType, body); code != http.StatusOK {
 		t.Fatalf("alone: %d %s", code, msg)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -4,17 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
 const (
@@ -54,31 +56,49 @@ func httpOutcome(o string) attribute.Set {
 	return attribute.NewSet(attribute.String("transport", "http"), attribute.String("outcome", o))
 }
 
-func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) error {
-	if !r.cfg.Protocols.HTTP.HasValue() {
+// httpServer is the OTLP/HTTP transport (POST /v1/traces), with the
+// gateways' access-log paths (http_logs.go) and the health push endpoint on
+// the same server: it admits a request before its body is read, reads the
+// body, and hands it to ingest.
+type httpServer struct {
+	cfg       *confighttp.ServerConfig
+	ingest    *ingest
+	telemetry *metadata.TelemetryBuilder
+	srv       *http.Server
+}
+
+// start serves the paths, and the health push handler on pushPath when
+// push is not nil.
+func (h *httpServer) start(ctx context.Context, host component.Host, set receiver.Settings, servers *sync.WaitGroup, pushPath string, push http.Handler) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc(tracesURLPath, h.handleTraces)
+	for _, f := range newLogFormats() {
+		mux.HandleFunc(f.spec.Path, func(w http.ResponseWriter, req *http.Request) { h.handleLog(w, req, f) })
+	}
+	if push != nil {
+		mux.Handle(pushPath, h.admitPush(push))
+	}
+	srv, err := h.cfg.ToServer(ctx, host.GetExtensions(), set.TelemetrySettings, mux,
+		confighttp.WithErrorHandler(h.decompressError))
+	if err != nil {
+		return err
+	}
+	ln, err := h.cfg.ToListener(ctx)
+	if err != nil {
+		return err
+	}
+	h.srv = srv
+	serve(servers, set.Logger, host, "HTTP", ln, srv.Serve, http.ErrServerClosed)
+	return nil
+}
+
+// shutdown stops the server gracefully (requests in progress finish), or
+// at once when ctx ends first.
+func (h *httpServer) shutdown(ctx context.Context) error {
+	if h.srv == nil {
 		return nil
 	}
-	cfg := r.cfg.Protocols.HTTP.Get()
-	mux := http.NewServeMux()
-	mux.HandleFunc(tracesURLPath, r.handleTraces)
-	for _, f := range newLogFormats() {
-		mux.HandleFunc(f.spec.Path, func(w http.ResponseWriter, req *http.Request) { r.handleLog(w, req, f) })
-	}
-	if r.health != nil && r.health.PushHandler() != nil {
-		mux.Handle(r.health.PushPath(), r.admitPush(r.health.PushHandler()))
-	}
-	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
-		confighttp.WithErrorHandler(r.decompressError))
-	if err != nil {
-		return err
-	}
-	ln, err := cfg.ToListener(ctx)
-	if err != nil {
-		return err
-	}
-	r.serverHTTP = srv
-	r.serve(host, "HTTP", ln, srv.Serve, http.ErrServerClosed)
-	return nil
+	return h.srv.Shutdown(ctx)
 }
 
 // handleTraces serves POST /v1/traces (OTLP/HTTP, protobuf or JSON).
@@ -86,12 +106,12 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 // A protobuf body that only feeds metrics (no traces pipeline to hand the
 // spans to) is decoded straight into gateway events: building the pdata tree
 // would cost twice the decoding, for a tree nobody reads.
-func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request) {
-	enc, ok := r.readEncoding(w, req, otlpMediaTypes)
+func (h *httpServer) handleTraces(w http.ResponseWriter, req *http.Request) {
+	enc, ok := h.readEncoding(w, req, otlpMediaTypes)
 	if !ok {
 		return
 	}
-	direct := enc == pbContentType && r.nextTraces == nil
+	direct := enc == pbContentType && h.ingest.nextTraces == nil
 	weight := int64(weightPdataProto)
 	switch {
 	case direct:
@@ -99,28 +119,28 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 	case enc == jsonContentType:
 		weight = weightOTLPJSON
 	}
-	s, ok := r.readBody(w, req, enc, weight)
+	s, ok := h.readBody(w, req, enc, weight)
 	if !ok {
 		return
 	}
-	defer r.putScratch(s)
+	defer h.ingest.putScratch(s)
 	body := s.body
-	if !direct && !r.chargePdata(w, req, enc, weight, s) {
+	if !direct && !h.chargePdata(w, req, enc, weight, s) {
 		return
 	}
 	var err error
 	if direct {
-		if err = r.countProto(req.Context(), s, body); errors.Is(err, admission.ErrBusy) {
-			r.rejectBusy(req.Context(), w, enc, err)
+		if err = h.ingest.proto(req.Context(), s, body); errors.Is(err, admission.ErrBusy) {
+			h.rejectBusy(req.Context(), w, enc, err)
 			return
 		} else if err != nil {
-			r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP protobuf body: "+err.Error())
+			h.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP protobuf body: "+err.Error())
 			return
 		}
-	} else if !r.ingestPdata(w, req, enc, body) {
+	} else if !h.ingestPdata(w, req, enc, body) {
 		return
 	}
-	r.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
+	h.telemetry.ReceiverGatewayRequests.Add(req.Context(), 1, metric.WithAttributeSet(httpAccepted))
 	if enc == pbContentType {
 		// An empty ExportTraceServiceResponse is zero bytes.
 		writeBody(w, enc, http.StatusOK, nil)
@@ -136,7 +156,7 @@ func (r *gatewayReceiver) handleTraces(w http.ResponseWriter, req *http.Request)
 
 // ingestPdata unmarshals an OTLP body into pdata and ingests it; it answers
 // the request itself when that fails.
-func (r *gatewayReceiver) ingestPdata(w http.ResponseWriter, req *http.Request, enc string, body []byte) bool {
+func (h *httpServer) ingestPdata(w http.ResponseWriter, req *http.Request, enc string, body []byte) bool {
 	otlpReq := ptraceotlp.NewExportRequest()
 	var err error
 	if enc == pbContentType {
@@ -145,100 +165,63 @@ func (r *gatewayReceiver) ingestPdata(w http.ResponseWriter, req *http.Request, 
 		err = otlpReq.UnmarshalJSON(body)
 	}
 	if err != nil {
-		r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP "+encodingName(enc)+" body: "+err.Error())
+		h.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP "+encodingName(enc)+" body: "+err.Error())
 		return false
 	}
-	if err := r.ingest(req.Context(), otlpReq.Traces()); err != nil {
+	if err := h.ingest.traces(req.Context(), otlpReq.Traces()); err != nil {
 		code := http.StatusServiceUnavailable
 		if consumererror.IsPermanent(err) {
 			code = http.StatusBadRequest
 		}
-		r.reject(req.Context(), w, enc, code, httpRefused, "traces pipeline refused the spans: "+err.Error())
+		h.reject(req.Context(), w, enc, code, httpRefused, "traces pipeline refused the spans: "+err.Error())
 		return false
 	}
 	return true
 }
 
 // readEncoding checks the method and the Content-Type, answering 405 or 415.
-func (r *gatewayReceiver) readEncoding(w http.ResponseWriter, req *http.Request, allowed []string) (string, bool) {
+func (h *httpServer) readEncoding(w http.ResponseWriter, req *http.Request, allowed []string) (string, bool) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		r.reject(req.Context(), w, jsonContentType, http.StatusMethodNotAllowed, httpBadMethod, req.Method+" not allowed on "+req.URL.Path+", use POST")
+		h.reject(req.Context(), w, jsonContentType, http.StatusMethodNotAllowed, httpBadMethod, req.Method+" not allowed on "+req.URL.Path+", use POST")
 		return "", false
 	}
 	ct := req.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || !slices.Contains(allowed, mt) {
-		r.reject(req.Context(), w, jsonContentType, http.StatusUnsupportedMediaType, httpUnsupportedMedia,
+		h.reject(req.Context(), w, jsonContentType, http.StatusUnsupportedMediaType, httpUnsupportedMedia,
 			"unsupported Content-Type "+strconv.Quote(ct)+" on "+req.URL.Path+", use "+strings.Join(allowed, " or "))
 		return "", false
 	}
 	return mt, true
 }
 
-// Decode weights: what holding and decoding a body costs, per body byte,
-// charged against max_request_bytes_in_flight (measured: pdata's protobuf
-// unmarshal allocates ~5× the body, its JSON unmarshal ~2.5× (JSON bodies
-// are ~2.5× larger for the same spans); the direct protobuf path keeps
-// only the body and the events; encoding/json log decoding ~2×).
-const (
-	weightDirectProto = 1
-	weightPdataProto  = 6
-	weightOTLPJSON    = 4
-	weightLogJSON     = 3
-)
-
 // chargePdata checks a body pdata is about to decode, s's: an OTLP JSON
 // body's nesting (maxOTLPJSONDepth), and what decoding it would hold,
 // estimated from its elements (gateway.OTLPJSONCost, OTLPProtoCost),
 // against the weight it was charged per byte. Answered and counted here
 // when it may not go on.
-func (r *gatewayReceiver) chargePdata(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch) bool {
+func (h *httpServer) chargePdata(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch) bool {
 	ctx := req.Context()
 	var cost gateway.DecodeCost
 	if enc == jsonContentType {
 		var err error
 		if cost, err = gateway.OTLPJSONCost(s.body, maxOTLPJSONDepth); err != nil {
-			r.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
+			h.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
 			return false
 		}
 	} else {
 		cost = gateway.OTLPProtoCost(s.body)
 	}
-	switch tooLarge, busy := r.chargeDecode(s, cost, weight, encodingName(enc)); {
+	switch tooLarge, busy := h.ingest.chargeDecode(s, cost, weight, encodingName(enc)); {
 	case tooLarge != "":
-		r.reject(ctx, w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, tooLarge)
+		h.reject(ctx, w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, tooLarge)
 		return false
 	case busy != nil:
-		r.rejectBusy(ctx, w, enc, busy)
+		h.rejectBusy(ctx, w, enc, busy)
 		return false
 	}
 	return true
-}
-
-// chargeDecode charges request s what decoding its body into pdata would
-// hold (cost), where that is more than weight per body byte (what it was
-// charged: a legitimate export costs less, e.g. about 3.5× its body for
-// Kong spans in JSON), and returns ErrBusy's error while others hold the
-// room (429 / Unavailable). A body that costs more than weight per byte and
-// more than all of max_request_bytes_in_flight (a flood of empty elements:
-// 20 MiB of empty spans held over 4 GB in pdata) is refused (413 /
-// ResourceExhausted, too_large: no wait makes room for it), with the
-// message returned, where a lone legitimate export always passes.
-func (r *gatewayReceiver) chargeDecode(s *exportScratch, cost gateway.DecodeCost, weight int64, encoding string) (tooLarge string, busy error) {
-	extra := cost.Bytes - weight*int64(len(s.body))
-	if extra <= 0 {
-		return "", nil
-	}
-	if limit := r.admit.Limit(); limit > 0 && cost.Bytes > limit {
-		return "decoding this OTLP " + encoding + " body would hold about " + strconv.FormatInt(cost.Bytes, 10) + " bytes (" +
-			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
-			" elements in all), more than max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
-	}
-	if !s.charge.Add(extra) {
-		return "", admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+extra)
-	}
-	return "", nil
 }
 
 // maxOTLPJSONDepth bounds the nesting of an OTLP JSON body before pdata
@@ -255,74 +238,49 @@ const maxOTLPJSONDepth = 4*100 + 16
 //
 // The request's scratch (its working memory) is taken only once the body is
 // in; the caller owns it and puts it back. On failure nothing is held.
-func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc string, weight int64) (*exportScratch, bool) {
-	if limit := r.maxBodySize(); req.ContentLength > limit {
+func (h *httpServer) readBody(w http.ResponseWriter, req *http.Request, enc string, weight int64) (*exportScratch, bool) {
+	if limit := h.maxBodySize(); req.ContentLength > limit {
 		// Refused before a byte is read: a client announcing a terabyte
 		// holds nothing until the read timeout.
 		_ = req.Body.Close()
-		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, oversized(req.ContentLength, limit))
+		h.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, oversized(req.ContentLength, limit))
 		return nil, false
 	}
-	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
+	if req.ContentLength > 0 && !h.ingest.admit.Fits(req.ContentLength*weight) {
 		_ = req.Body.Close()
-		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit, 0, req.ContentLength*weight))
+		h.rejectBusy(req.Context(), w, enc, admission.BusyError(h.ingest.admit, 0, req.ContentLength*weight))
 		return nil, false
 	}
-	charge := r.admit.NewCharge()
-	body, err := readAll(r.getBody(), admission.NewBody(req.Body, &charge))
+	charge := h.ingest.admit.NewCharge()
+	body, err := readAll(h.ingest.getBody(), admission.NewBody(req.Body, &charge))
 	_ = req.Body.Close()
 	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
-		err = admission.BusyError(r.admit, charge.Bytes(), int64(len(body))*weight)
+		err = admission.BusyError(h.ingest.admit, charge.Bytes(), int64(len(body))*weight)
 	}
 	if err == nil {
-		s := r.getScratch()
+		s := h.ingest.getScratch()
 		s.body, s.charge = body, charge
 		return s, true
 	}
 	charge.Release()
-	r.putBody(body)
+	h.ingest.putBody(body)
 	if errors.Is(err, admission.ErrBusy) {
-		r.rejectBusy(req.Context(), w, enc, err)
+		h.rejectBusy(req.Context(), w, enc, err)
 		return nil, false
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge,
+		h.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge,
 			"request body exceeds max_request_body_size ("+strconv.FormatInt(tooLarge.Limit, 10)+" bytes)")
 		return nil, false
 	}
-	r.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "reading request body: "+err.Error())
+	h.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "reading request body: "+err.Error())
 	return nil, false
-}
-
-// minBuffer is the smallest body buffer; it grows (doubling) only as bytes
-// arrive, never to what a Content-Length announces, so a client that
-// announces a huge body and sends little costs little.
-const minBuffer = 16 << 10
-
-// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer).
-func readAll(dst []byte, rd io.Reader) ([]byte, error) {
-	if cap(dst) < minBuffer {
-		dst = make([]byte, 0, minBuffer)
-	}
-	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		n, err := rd.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
 }
 
 // decompressError answers failures of confighttp's decompression (a corrupt
 // gzip body, or one that inflates past max_request_body_size).
-func (r *gatewayReceiver) decompressError(w http.ResponseWriter, req *http.Request, msg string, code int) {
+func (h *httpServer) decompressError(w http.ResponseWriter, req *http.Request, msg string, code int) {
 	outcome := httpMalformed
 	switch code {
 	case http.StatusRequestEntityTooLarge:
@@ -335,21 +293,21 @@ func (r *gatewayReceiver) decompressError(w http.ResponseWriter, req *http.Reque
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err == nil && mt == pbContentType {
 		enc = pbContentType
 	}
-	r.reject(req.Context(), w, enc, code, outcome, msg)
+	h.reject(req.Context(), w, enc, code, outcome, msg)
 }
 
 // rejectBusy answers a request refused by max_request_bytes_in_flight: 429
 // with Retry-After, which OTLP exporters and the gateways' batch queues
 // retry.
-func (r *gatewayReceiver) rejectBusy(ctx context.Context, w http.ResponseWriter, enc string, err error) {
+func (h *httpServer) rejectBusy(ctx context.Context, w http.ResponseWriter, enc string, err error) {
 	w.Header().Set("Retry-After", admission.RetryAfter)
-	r.reject(ctx, w, enc, http.StatusTooManyRequests, httpThrottled, err.Error())
+	h.reject(ctx, w, enc, http.StatusTooManyRequests, httpThrottled, err.Error())
 }
 
 // reject counts a refused request and answers it with a google.rpc.Status, as
 // OTLP/HTTP requires, in the request's encoding.
-func (r *gatewayReceiver) reject(ctx context.Context, w http.ResponseWriter, enc string, code int, outcome attribute.Set, msg string) {
-	r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(outcome))
+func (h *httpServer) reject(ctx context.Context, w http.ResponseWriter, enc string, code int, outcome attribute.Set, msg string) {
+	h.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(outcome))
 	writeStatus(w, enc, code, msg)
 }
 
@@ -418,27 +376,27 @@ func encodingName(enc string) string {
 // every other body: a declared Content-Length that cannot fit gets 429 before
 // anything is read, and the body is charged as it arrives (the push handler
 // answers a body refused half-way with 429 too).
-func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
+func (h *httpServer) admitPush(push http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if limit := r.maxBodySize(); req.ContentLength > limit {
-			r.refusePush(w, req, http.StatusRequestEntityTooLarge, pushRejected, oversized(req.ContentLength, limit))
+		if limit := h.maxBodySize(); req.ContentLength > limit {
+			h.refusePush(w, req, http.StatusRequestEntityTooLarge, pushRejected, oversized(req.ContentLength, limit))
 			return
 		}
-		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
+		if req.ContentLength > 0 && !h.ingest.admit.Fits(req.ContentLength*weightLogJSON) {
 			w.Header().Set("Retry-After", admission.RetryAfter)
-			r.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, admission.BusyError(r.admit, 0, req.ContentLength*weightLogJSON).Error())
+			h.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, admission.BusyError(h.ingest.admit, 0, req.ContentLength*weightLogJSON).Error())
 			return
 		}
-		charge := r.admit.NewCharge()
+		charge := h.ingest.admit.NewCharge()
 		defer charge.Release()
 		req.Body = admission.NewBody(req.Body, &charge)
-		h.ServeHTTP(w, req)
+		push.ServeHTTP(w, req)
 	})
 }
 
 // refusePush answers a push refused before its body is read, in the push
 // endpoint's answer shape, and counts it as outcome.
-func (r *gatewayReceiver) refusePush(w http.ResponseWriter, req *http.Request, code int, outcome attribute.Set, msg string) {
+func (h *httpServer) refusePush(w http.ResponseWriter, req *http.Request, code int, outcome attribute.Set, msg string) {
 	_ = req.Body.Close()
 	b, _ := json.Marshal(struct {
 		Accepted   int    `json:"accepted"`
@@ -446,7 +404,7 @@ func (r *gatewayReceiver) refusePush(w http.ResponseWriter, req *http.Request, c
 		Error      string `json:"error"`
 	}{Error: msg})
 	writeBody(w, jsonContentType, code, b)
-	r.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(outcome))
+	h.telemetry.ReceiverGatewayHealthEvents.Add(req.Context(), 1, metric.WithAttributeSet(outcome))
 }
 
 // oversized says why a declared Content-Length is refused.
@@ -464,9 +422,9 @@ var (
 const defaultMaxRequestBodySize = 20 << 20
 
 // maxBodySize is the HTTP server's max_request_body_size.
-func (r *gatewayReceiver) maxBodySize() int64 {
-	if hc := r.cfg.Protocols.HTTP.Get(); hc != nil && hc.MaxRequestBodySize > 0 {
-		return hc.MaxRequestBodySize
+func (h *httpServer) maxBodySize() int64 {
+	if h.cfg.MaxRequestBodySize > 0 {
+		return h.cfg.MaxRequestBodySize
 	}
 	return defaultMaxRequestBodySize
 }

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 func postPath(t *testing.T, addr, path, contentType, body string) (int, string) {
@@ -108,7 +108,7 @@ func TestMaxSeriesOverflow(t *testing.T) {
 	h := start(t, sink, func(c *Config) { c.MaxSeries = 2 })
 	ctx := context.Background()
 	for _, route := range []string{"/a", "/b", "/c", "/d", "/a"} {
-		if err := h.r.ingest(ctx, kongExport("GET", route, 200)); err != nil {
+		if err := h.r.ingest.traces(ctx, kongExport("GET", route, 200)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,10 +143,10 @@ func TestMaxSeriesOverflow(t *testing.T) {
 // "service".
 func TestKongProfileSkipsRoutelessRequests(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.Profile = profileKong })
+	h := start(t, sink, func(c *Config) { c.Profile = traffic.ProfileKong })
 	ctx := context.Background()
-	_ = h.r.ingest(ctx, kongExport("GET", "", 200))
-	_ = h.r.ingest(ctx, kongExport("GET", "/r", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "/r", 200))
 	if err := h.r.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestTracesPassThrough(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	traces := new(consumertest.TracesSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = traces
+	h.r.useTraces(traces)
 	td := kongExport("GET", "/p", 200)
 	want := td.SpanCount()
 	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, td)); code != http.StatusOK {
@@ -185,25 +185,6 @@ func TestTracesPassThrough(t *testing.T) {
 		t.Fatalf("passed %d spans, want %d unchanged", traces.SpanCount(), want)
 	}
 	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /p 200": 1})
-}
-
-// TestAggregateDoesNotAllocate: a seen tuple costs no allocation, for every
-// profile (hash once, one bundle lookup, in-place updates).
-func TestAggregateDoesNotAllocate(t *testing.T) {
-	for _, name := range []string{profileOTel, profileKong, profileAPISIX} {
-		a := newAggregator(profileByName(name), dimensions{service: true, consumer: true}, limits{maxSeries: 100})
-		var e gateway.Event
-		e.Reset()
-		e.Route, e.RouteID, e.Method, e.StatusCode, e.TotalMS, e.UpstreamMS, e.RequestSize, e.ResponseSize = "/a", "1", "GET", 200, 12, 10, 100, 200
-		e.GenAI.Provider, e.GenAI.RequestModel, e.GenAI.InputTokens = "openai", "gpt-4o", 5
-		a.mu.Lock()
-		a.addLocked(&e)
-		allocs := testing.AllocsPerRun(1000, func() { a.addLocked(&e) })
-		a.mu.Unlock()
-		if allocs != 0 {
-			t.Errorf("%s: %.1f allocations per event, want 0", name, allocs)
-		}
-	}
 }
 
 // The log paths the README documents (the gateways' homes declare them).

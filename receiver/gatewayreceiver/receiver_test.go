@@ -312,9 +312,9 @@ func TestCorruptGzipIsRejected(t *testing.T) {
 func TestPeriodicFlushEmitsDeltas(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.FlushInterval = 20 * time.Millisecond })
-	h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+	h.r.ingest.traces(context.Background(), kongExport("GET", "/a", 200))
 	waitFor(t, func() bool { return len(sink.AllMetrics()) == 1 })
-	h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+	h.r.ingest.traces(context.Background(), kongExport("GET", "/a", 200))
 	waitFor(t, func() bool { return len(sink.AllMetrics()) == 2 })
 
 	all := sink.AllMetrics()
@@ -353,11 +353,11 @@ func TestRetryableFlushErrorKeepsCounts(t *testing.T) {
 	next := &flakyConsumer{failures: 1, err: errors.New("downstream busy")}
 	h := start(t, next, nil)
 	ctx := context.Background()
-	h.r.ingest(ctx, kongExport("GET", "/a", 200))
-	start := h.r.windowStart
-	h.r.flush(ctx) // refused: counts go back
-	h.r.ingest(ctx, kongExport("GET", "/a", 200))
-	h.r.flush(ctx)
+	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	start := h.r.flusher.windowStart
+	h.r.flusher.flush(ctx) // refused: counts go back
+	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	h.r.flusher.flush(ctx)
 
 	all := next.AllMetrics()
 	assertCounts(t, countsOf(t, all), map[string]int64{"kong GET /a 200": 2})
@@ -374,10 +374,10 @@ func TestPermanentFlushErrorDrops(t *testing.T) {
 	next := &flakyConsumer{failures: 1, err: consumererror.NewPermanent(errors.New("bad data"))}
 	h := start(t, next, nil)
 	ctx := context.Background()
-	h.r.ingest(ctx, kongExport("GET", "/a", 200))
-	h.r.flush(ctx)
-	h.r.ingest(ctx, kongExport("GET", "/b", 200))
-	h.r.flush(ctx)
+	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	h.r.flusher.flush(ctx)
+	h.r.ingest.traces(ctx, kongExport("GET", "/b", 200))
+	h.r.flusher.flush(ctx)
 	assertCounts(t, countsOf(t, next.AllMetrics()), map[string]int64{"kong GET /b 200": 1})
 	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "dropped")); n != 1 {
 		t.Errorf("dropped points = %d, want 1", n)
@@ -407,7 +407,7 @@ func (*failNth) Capabilities() consumer.Capabilities { return consumer.Capabilit
 func ingestRoutes(t *testing.T, h *harness, n int) {
 	t.Helper()
 	for i := range n {
-		h.r.ingest(context.Background(), kongExport("GET", "/r/"+strconv.Itoa(i), 200))
+		h.r.ingest.traces(context.Background(), kongExport("GET", "/r/"+strconv.Itoa(i), 200))
 	}
 }
 
@@ -428,15 +428,15 @@ func TestChunkRefusedMidWindowIsResentWhole(t *testing.T) {
 	ctx := context.Background()
 
 	ingestRoutes(t, h, routes)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	retried := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "retried"))
 	if retried <= emitChunk || next.calls != 2 || len(sink.AllMetrics()) != 1 {
 		t.Fatalf("first flush: %d points retried, %d calls, %d chunks through; want > %d points, the second of 2+ chunks refused", retried, next.calls, len(sink.AllMetrics()), emitChunk)
 	}
 	ingestRoutes(t, h, routes)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	ingestRoutes(t, h, routes)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	for i := range routes {
 		route := "/r/" + strconv.Itoa(i)
 		if v, _ := lastRequests(t, sink, route); v != 3 {
@@ -456,14 +456,14 @@ func TestChunkPermanentlyRefusedDropsTheRest(t *testing.T) {
 	h := start(t, next, nil)
 	ctx := context.Background()
 	ingestRoutes(t, h, 5000)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	sent := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent"))
 	dropped := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "dropped"))
 	if sent != emitChunk || dropped <= 0 || int(sent) != sink.DataPointCount() {
 		t.Errorf("sent %d, dropped %d, %d points through; want the first chunk (%d) sent and through, the rest dropped", sent, dropped, sink.DataPointCount(), emitChunk)
 	}
-	h.r.ingest(ctx, kongExport("GET", "/after", 200))
-	h.r.flush(ctx)
+	h.r.ingest.traces(ctx, kongExport("GET", "/after", 200))
+	h.r.flusher.flush(ctx)
 	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent")); n <= sent {
 		t.Errorf("the window after a dropped one was not sent (sent %d)", n)
 	}
@@ -477,7 +477,7 @@ func TestConcurrentExportsAreExact(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				h.r.ingest(context.Background(), kongExport("GET", "/a", 200))
+				h.r.ingest.traces(context.Background(), kongExport("GET", "/a", 200))
 			}
 		})
 	}
@@ -560,7 +560,7 @@ func TestResourceNamesTheGatewayNotTheNode(t *testing.T) {
 		res := td.ResourceSpans().At(0).Resource().Attributes()
 		res.PutStr("service.namespace", "edge")
 		res.PutStr("service.instance.id", node)
-		h.r.ingest(context.Background(), td)
+		h.r.ingest.traces(context.Background(), td)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
