@@ -141,7 +141,9 @@ func verdict(met bool) string {
 	return "MISSED"
 }
 
-var benchLine = regexp.MustCompile(`^BenchmarkAggregate/(\w+)\S*\s+\d+\s+([\d.]+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op`)
+// benchLine is one BenchmarkAggregate result: ns/op, then any metrics of
+// its own (cpu-ns/op), B/op and allocs/op.
+var benchLine = regexp.MustCompile(`^BenchmarkAggregate/(\w+)\S*\s+\d+\s+([\d.]+) ns/op\s+(?:[\d.]+ \S+\s+)*?(\d+) B/op\s+(\d+) allocs/op`)
 
 // aggregateRows runs the receiver's BenchmarkAggregate (aggregation alone
 // needs the traffic package's unexported per-event path, so the benchmark

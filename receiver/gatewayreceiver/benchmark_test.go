@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
@@ -27,8 +29,12 @@ func BenchmarkIngest(b *testing.B) {
 	ctx := context.Background()
 	r.ingest.traces(ctx, td) // first sighting of every tuple: the only allocating pass
 	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := testutil.ThreadCPU()
 	for b.Loop() {
 		r.ingest.traces(ctx, td)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*200), "ns/span")
+	b.ReportMetric(float64(testutil.ThreadCPU()-cpu0)/float64(b.N*200), "cpu-ns/span")
 }
