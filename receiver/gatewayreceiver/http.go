@@ -252,7 +252,7 @@ func (h *httpServer) readBody(w http.ResponseWriter, req *http.Request, enc stri
 		return nil, false
 	}
 	charge := h.ingest.admit.NewCharge()
-	body, err := readAll(h.ingest.getBody(), admission.NewBody(req.Body, &charge))
+	body, err := h.ingest.readBody(admission.NewBody(req.Body, &charge))
 	_ = req.Body.Close()
 	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
 		err = admission.BusyError(h.ingest.admit, charge.Bytes(), int64(len(body))*weight)

@@ -127,3 +127,11 @@ var (
 	eventsNotCounted = attribute.NewSet(attribute.String("outcome", "not_counted"))
 	eventsOverflow   = attribute.NewSet(attribute.String("outcome", "overflow"))
 )
+
+// aggregating makes s hand its events to traffic in chunks as they are
+// collected, when the receiver is in a metrics pipeline.
+func (s *exportScratch) aggregating(ctx context.Context) {
+	if s.in.metrics {
+		s.ctx = ctx
+	}
+}

@@ -90,7 +90,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 			id: set.ID, storage: cfg.Storage, replay: cfg.CheckpointReplay,
 		},
 	}
-	r.ingest.scratch.New = func() any { return newScratch(r.ingest) }
+	r.ingest.scratch.New = r.ingest.newScratch
 	if hc := cfg.Protocols.HTTP.Get(); hc != nil {
 		r.http = &httpServer{cfg: hc, ingest: r.ingest, telemetry: tb}
 	}

@@ -39,7 +39,9 @@ type exportScratch struct {
 // eventChunk is how many events a request holds before they are counted.
 const eventChunk = 1024
 
-func newScratch(in *ingest) *exportScratch {
+// newScratch is the scratch pool's New: a request's working memory, its
+// callbacks bound once.
+func (in *ingest) newScratch() any {
 	s := &exportScratch{counter: gateway.SpanCounter{Detect: in.detect, Dimensions: in.spanKeys}, in: in}
 	// What decoding a protobuf body builds is charged with its bytes.
 	s.counter.Reserve = func(n int64) error {
@@ -58,14 +60,6 @@ func newScratch(in *ingest) *exportScratch {
 		}
 	}
 	return s
-}
-
-// aggregating makes s hand its events to traffic in chunks as they are
-// collected, when the receiver is in a metrics pipeline.
-func (s *exportScratch) aggregating(ctx context.Context) {
-	if s.in.metrics {
-		s.ctx = ctx
-	}
 }
 
 // maxPooledBody is the largest body buffer kept for reuse (a typical
@@ -120,8 +114,11 @@ func (in *ingest) putBody(b []byte) {
 // announces a huge body and sends little costs little.
 const minBuffer = 16 << 10
 
-// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer).
-func readAll(dst []byte, rd io.Reader) ([]byte, error) {
+// readBody reads rd into a body buffer, pooled when one is free (io.ReadAll
+// into a reused buffer); the caller puts it back (putBody, or with the
+// request's scratch).
+func (in *ingest) readBody(rd io.Reader) ([]byte, error) {
+	dst := in.getBody()
 	if cap(dst) < minBuffer {
 		dst = make([]byte, 0, minBuffer)
 	}

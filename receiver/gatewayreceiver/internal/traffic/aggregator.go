@@ -105,7 +105,7 @@ func newAggregator(prof *profile, s Settings) *Aggregator {
 			ti++
 		}
 		if ti == len(a.tables) {
-			a.tables = append(a.tables, table{view: f.view, mask: newMask(f.view)})
+			a.tables = append(a.tables, table{view: f.view, mask: newMask(f.view), hint: handlesHint(s.Limits)})
 		}
 		t := &a.tables[ti]
 		f.table, f.slot = ti, len(t.fams)

@@ -145,3 +145,38 @@ func (a *Aggregator) HeldTuples() int {
 	defer a.mu.Unlock()
 	return a.held.n
 }
+
+// newHandle creates the handle of the tuple encoded as key, its rows not
+// found yet (resolve does, per view, on first use).
+func (h *held) newHandle(key string, views int) *handle {
+	var b *handle
+	if n := len(h.free); n > 0 {
+		b = h.free[n-1]
+		h.free[n-1] = nil
+		h.free = h.free[:n-1]
+	} else {
+		if h.used == len(h.chunk) {
+			h.chunk = make([]handle, handlesPerChunk)
+			h.rowsChunk = make([]*row, handlesPerChunk*views)
+			h.used = 0
+		}
+		i := h.used
+		h.used++
+		b = &h.chunk[i]
+		b.rows = h.rowsChunk[i*views : (i+1)*views : (i+1)*views]
+	}
+	b.key = key
+	h.handles[key] = b
+	return b
+}
+
+// drop lets go of the handle of key and keeps it, emptied, for reuse.
+// Nothing else refers to a handle: add holds one only while it records an
+// event.
+func (h *held) drop(key string, b *handle) {
+	delete(h.handles, key)
+	rows := b.rows // kept for reuse
+	clear(rows)
+	*b = handle{rows: rows}
+	h.free = append(h.free, b)
+}

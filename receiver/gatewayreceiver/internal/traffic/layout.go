@@ -3,6 +3,9 @@ package traffic
 import (
 	"hash/maphash"
 	"math"
+	"sort"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // The memory layout of what an aggregator holds. With 10k routes the series
@@ -137,6 +140,15 @@ func (r *row) bucketsOf(f *family) []uint64 {
 	return r.words[f.at : f.at+n : f.at+n]
 }
 
+// explicitBuckets is the number of buckets of an explicit histogram family
+// (its bounds' and +Inf), 0 for other families.
+func (f *family) explicitBuckets() int {
+	if !f.hist || f.expoSize > 0 {
+		return 0
+	}
+	return len(f.bounds) + 1
+}
+
 // rowsPerChunk is how many rows a table allocates at once. Slots of
 // evicted rows are reused before a new chunk is allocated, so a chunk kept
 // alive by one surviving row costs no more than the rows it held at its
@@ -181,6 +193,9 @@ type table struct {
 	// series of each. One entry per row, not one per series: a new tuple
 	// appends once for the six request families of the otel profile.
 	touched []*row
+	// hint sizes rows and touched when the first row is made: the most
+	// tuples the bounds allow (handlesHint).
+	hint int
 }
 
 // rowSeed seeds the tables' hashes.
@@ -242,6 +257,82 @@ func (t *table) release(r *row) {
 	t.free = append(t.free, r)
 }
 
+// rowAt returns t's row of the label set encoded as enc, creating it (fams
+// are the aggregator's families); a new row keeps encStr when it is enc as
+// a string, else a copy of enc.
+func (t *table) rowAt(enc []byte, encStr string, fams []family) *row {
+	hash := maphash.Bytes(rowSeed, enc)
+	head := t.rows[hash]
+	for r := head; r != nil; r = r.next {
+		if r.enc == string(enc) {
+			return r
+		}
+	}
+	r := t.newRow(fams)
+	if encStr == "" {
+		encStr = string(enc)
+	}
+	r.enc = encStr
+	r.next = head
+	if t.rows == nil {
+		// Both at the most rows the bounds allow: the window's first rows
+		// grow neither.
+		t.rows = make(map[uint64]*row, t.hint)
+		t.touched = make([]*row, 0, t.hint)
+	}
+	t.rows[hash] = r
+	return r
+}
+
+// touch lists row r, a series of which was just updated for the first
+// time this window, among t's touched rows, once per window.
+func (t *table) touch(r *row) {
+	if !r.touched {
+		r.touched = true
+		t.touched = append(t.touched, r)
+	}
+}
+
+// add records, in the row's series of family f, value v of an event that
+// stands for w requests (a sampled span's adjusted count; 1 otherwise):
+// sums add v·w, histograms observe v w times, and keep traced (nil for an
+// event without a trace) as the bucket's exemplar. It returns the series.
+func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event) *series {
+	s := r.at(f.slot)
+	if !f.hist {
+		s[0] = math.Float64bits(s.total() + v*float64(w))
+		return s
+	}
+	v *= f.scale
+	s[1] += w
+	s[2] = math.Float64bits(s.sum() + v*float64(w))
+	if f.expoSize > 0 {
+		x := r.extraAt(f.slot) // made with the row
+		x.exp.observe(v, w)
+		if traced != nil {
+			x.exemplar(0, 1, traced, v)
+		}
+		return s
+	}
+	// Bounds are upper-inclusive, as Prometheus' le.
+	i := sort.SearchFloat64s(f.bounds, v)
+	r.words[f.at+i] += w
+	if traced != nil {
+		r.ensureExtra(f.slot, f.cols).exemplar(i, len(f.bounds)+1, traced, v)
+	}
+	return s
+}
+
+// exemplar keeps e as bucket i's exemplar (the ids are copied: the event
+// borrows its input).
+func (x *extra) exemplar(i, buckets int, e *gateway.Event, v float64) {
+	if x.ex == nil {
+		ex := make([]exemplar, buckets) // once per series, on its first traced request
+		x.ex = &ex
+	}
+	(*x.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
+}
+
 // handle is what a tuple is found by: its row in every view, reached with
 // one map lookup per event. Handles are what the bounds count.
 type handle struct {
@@ -272,38 +363,3 @@ type handle struct {
 // more handles than the peak the bounds allow, and a new tuple costs a
 // fraction of an allocation (and of the collector's work on it).
 const handlesPerChunk = 112
-
-// newHandle creates the handle of the tuple encoded as key, its rows not
-// found yet (resolve does, per view, on first use).
-func (h *held) newHandle(key string, views int) *handle {
-	var b *handle
-	if n := len(h.free); n > 0 {
-		b = h.free[n-1]
-		h.free[n-1] = nil
-		h.free = h.free[:n-1]
-	} else {
-		if h.used == len(h.chunk) {
-			h.chunk = make([]handle, handlesPerChunk)
-			h.rowsChunk = make([]*row, handlesPerChunk*views)
-			h.used = 0
-		}
-		i := h.used
-		h.used++
-		b = &h.chunk[i]
-		b.rows = h.rowsChunk[i*views : (i+1)*views : (i+1)*views]
-	}
-	b.key = key
-	h.handles[key] = b
-	return b
-}
-
-// drop lets go of the handle of key and keeps it, emptied, for reuse.
-// Nothing else refers to a handle: add holds one only while it records an
-// event.
-func (h *held) drop(key string, b *handle) {
-	delete(h.handles, key)
-	rows := b.rows // kept for reuse
-	clear(rows)
-	*b = handle{rows: rows}
-	h.free = append(h.free, b)
-}

@@ -87,15 +87,6 @@ type family struct {
 	table, slot, cols, at int
 }
 
-// explicitBuckets is the number of buckets of an explicit histogram family
-// (its bounds' and +Inf), 0 for other families.
-func (f *family) explicitBuckets() int {
-	if !f.hist || f.expoSize > 0 {
-		return 0
-	}
-	return len(f.bounds) + 1
-}
-
 // withDurationHistograms returns a copy of p whose duration histograms
 // (those recorded in ms and emitted in seconds) use bounds (seconds), or are
 // exponential with at most expoSize buckets when expoSize > 0; p itself when

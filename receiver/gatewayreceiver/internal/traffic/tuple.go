@@ -85,6 +85,13 @@ func decodeTuple(enc string, k *tuple) bool {
 	return true
 }
 
+// tuple is the point's label set; its strings are substrings of enc.
+func (p *point) tuple() tuple {
+	var k tuple
+	decodeTuple(p.enc, &k) // encodeTuple wrote it (or a checkpoint decoder checked it)
+	return k
+}
+
 // uvarintString is binary.Uvarint of a string (no copy to a []byte).
 func uvarintString(s string) (uint64, int) {
 	var x uint64

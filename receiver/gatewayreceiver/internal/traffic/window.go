@@ -33,13 +33,6 @@ type point struct {
 	exStart, exEnd int32 // into Window.exemplars
 }
 
-// tuple is the point's label set; its strings are substrings of enc.
-func (p *point) tuple() tuple {
-	var k tuple
-	decodeTuple(p.enc, &k) // encodeTuple wrote it (or a checkpoint decoder checked it)
-	return k
-}
-
 // expoPoint is the layout of an exponential histogram point: n buckets,
 // the first of index offset at scale.
 type expoPoint struct {
@@ -205,7 +198,8 @@ func (a *Aggregator) Merge(w *Window) {
 	for _, p := range w.points {
 		f := &a.fams[p.fam]
 		a.buf.view = append(a.buf.view[:0], p.enc...)
-		r := a.rowAt(&a.tables[f.table], a.buf.view, p.enc)
+		t := &a.tables[f.table]
+		r := t.rowAt(a.buf.view, p.enc, a.fams)
 		r.seen = true
 		s := r.at(f.slot)
 		s.addTo(p.total, p.sum, p.count)
@@ -218,7 +212,7 @@ func (a *Aggregator) Merge(w *Window) {
 			x.exp.merge(e.scale, e.offset, counts, e.zero)
 		}
 		if s.touch() {
-			a.touched(r, f.table)
+			t.touch(r)
 		}
 	}
 }
