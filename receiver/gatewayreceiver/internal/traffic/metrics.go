@@ -12,109 +12,129 @@ import (
 // profiles, whose series carry only the gateway plugin's labels).
 type gatewayID struct{ namespace, service string }
 
+// metricKey is one metric of a batch: a family name under a resource.
+type metricKey struct {
+	res  gatewayID
+	name string
+}
+
 // Metrics renders points [from, to) of the window, which ran from start to
 // end, as delta points: monotonic sums and histograms, one ResourceMetrics
 // per gateway, one metric per family name.
 func (w *Window) Metrics(from, to int, start, end pcommon.Timestamp) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	type metricKey struct {
-		res  gatewayID
-		name string
-	}
-	scopes := make(map[gatewayID]pmetric.MetricSlice)
-	metrics := make(map[metricKey]pmetric.Metric)
-	out := &w.a.labels
-	fams := w.a.fams
+	b := batch{w: w, md: pmetric.NewMetrics(), start: start, end: end,
+		scopes: make(map[gatewayID]pmetric.MetricSlice), metrics: make(map[metricKey]pmetric.Metric),
+		attrsLen: make([]int, len(w.a.fams))}
 	k := new(tuple) // one per call: the label writers, called through func values, keep it on the heap
+	for i := range w.points[from:to] {
+		p := &w.points[from+i]
+		f := &w.a.fams[p.fam]
+		*k = p.tuple()
+		m := b.metric(gatewayID{k.namespace, k.gateway}, f)
+		attrs := b.point(m, f, p)
+		attrs.EnsureCapacity(b.attrsLen[p.fam])
+		w.a.labels.write(f, k, attrs)
+		b.attrsLen[p.fam] = attrs.Len()
+	}
+	return b.md
+}
+
+// batch is one Metrics call's pdata, and where each resource's and each
+// metric's points go.
+type batch struct {
+	w          *Window
+	md         pmetric.Metrics
+	start, end pcommon.Timestamp
+	scopes     map[gatewayID]pmetric.MetricSlice
+	metrics    map[metricKey]pmetric.Metric
 	// attrsLen is, per family, how many attributes its last point got: the
 	// next one's map is made that size at once, instead of growing from
 	// one entry (four allocations and twice the bytes for five labels).
-	attrsLen := make([]int, len(fams))
-	points := w.points[from:to]
-	for i := range points {
-		p := &points[i]
-		f := &fams[p.fam]
-		*k = p.tuple()
-		id := gatewayID{k.namespace, k.gateway}
-		ms, ok := scopes[id]
-		if !ok {
-			rm := md.ResourceMetrics().AppendEmpty()
-			if id.service != "" {
-				rm.Resource().Attributes().PutStr("service.name", id.service)
-			}
-			if id.namespace != "" {
-				rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
-			}
-			if out.collector.Key != "" && id.service != "" {
-				// target_info of a gateway resource names the collector too.
-				rm.Resource().Attributes().PutStr(out.collector.Key, out.collector.Value)
-			}
-			sm := rm.ScopeMetrics().AppendEmpty()
-			sm.Scope().SetName(metadata.ScopeName)
-			ms = sm.Metrics()
-			scopes[id] = ms
+	attrsLen []int
+}
+
+// metric is family f's metric under resource id, created (with its
+// resource and scope, on the resource's first point) on first use.
+func (b *batch) metric(id gatewayID, f *family) pmetric.Metric {
+	ms, ok := b.scopes[id]
+	if !ok {
+		rm := b.md.ResourceMetrics().AppendEmpty()
+		if id.service != "" {
+			rm.Resource().Attributes().PutStr("service.name", id.service)
 		}
-		mk := metricKey{id, f.name}
-		m, ok := metrics[mk]
-		if !ok {
-			m = ms.AppendEmpty()
-			m.SetName(f.name)
-			m.SetUnit(f.unit)
-			m.SetDescription(f.desc)
-			switch {
-			case f.expoSize > 0:
-				m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-			case f.hist:
-				m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-			default:
-				sum := m.SetEmptySum()
-				sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-				sum.SetIsMonotonic(true)
-			}
-			metrics[mk] = m
+		if id.namespace != "" {
+			rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
 		}
-		var attrs pcommon.Map
+		if c := b.w.a.labels.collector; c.Key != "" && id.service != "" {
+			// target_info of a gateway resource names the collector too.
+			rm.Resource().Attributes().PutStr(c.Key, c.Value)
+		}
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(metadata.ScopeName)
+		ms = sm.Metrics()
+		b.scopes[id] = ms
+	}
+	mk := metricKey{id, f.name}
+	m, ok := b.metrics[mk]
+	if !ok {
+		m = ms.AppendEmpty()
+		m.SetName(f.name)
+		m.SetUnit(f.unit)
+		m.SetDescription(f.desc)
 		switch {
 		case f.expoSize > 0:
-			dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
-			dp.SetStartTimestamp(start)
-			dp.SetTimestamp(end)
-			dp.SetCount(p.count)
-			dp.SetSum(p.sum)
-			e, counts := p.expo(w.buckets)
-			dp.SetScale(e.scale)
-			dp.SetZeroCount(e.zero)
-			dp.Positive().SetOffset(e.offset)
-			dp.Positive().BucketCounts().FromRaw(counts)
-			w.writeExemplars(dp.Exemplars(), p, end)
-			attrs = dp.Attributes()
+			m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 		case f.hist:
-			dp := m.Histogram().DataPoints().AppendEmpty()
-			dp.SetStartTimestamp(start)
-			dp.SetTimestamp(end)
-			dp.SetCount(p.count)
-			dp.SetSum(p.sum)
-			dp.ExplicitBounds().FromRaw(f.bounds)
-			dp.BucketCounts().FromRaw(p.counts(w.buckets, len(f.bounds)+1))
-			w.writeExemplars(dp.Exemplars(), p, end)
-			attrs = dp.Attributes()
+			m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 		default:
-			dp := m.Sum().DataPoints().AppendEmpty()
-			dp.SetStartTimestamp(start)
-			dp.SetTimestamp(end)
-			if f.double {
-				dp.SetDoubleValue(p.total)
-			} else {
-				// Requests, bytes and tokens: whole numbers.
-				dp.SetIntValue(int64(p.total))
-			}
-			attrs = dp.Attributes()
+			sum := m.SetEmptySum()
+			sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+			sum.SetIsMonotonic(true)
 		}
-		attrs.EnsureCapacity(attrsLen[p.fam])
-		out.write(f, k, attrs)
-		attrsLen[p.fam] = attrs.Len()
+		b.metrics[mk] = m
 	}
-	return md
+	return m
+}
+
+// point appends point p of family f to m and returns its attributes, to be
+// written.
+func (b *batch) point(m pmetric.Metric, f *family, p *point) pcommon.Map {
+	switch {
+	case f.expoSize > 0:
+		dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(b.start)
+		dp.SetTimestamp(b.end)
+		dp.SetCount(p.count)
+		dp.SetSum(p.sum)
+		e, counts := p.expo(b.w.buckets)
+		dp.SetScale(e.scale)
+		dp.SetZeroCount(e.zero)
+		dp.Positive().SetOffset(e.offset)
+		dp.Positive().BucketCounts().FromRaw(counts)
+		b.w.writeExemplars(dp.Exemplars(), p, b.end)
+		return dp.Attributes()
+	case f.hist:
+		dp := m.Histogram().DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(b.start)
+		dp.SetTimestamp(b.end)
+		dp.SetCount(p.count)
+		dp.SetSum(p.sum)
+		dp.ExplicitBounds().FromRaw(f.bounds)
+		dp.BucketCounts().FromRaw(p.counts(b.w.buckets, len(f.bounds)+1))
+		b.w.writeExemplars(dp.Exemplars(), p, b.end)
+		return dp.Attributes()
+	default:
+		dp := m.Sum().DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(b.start)
+		dp.SetTimestamp(b.end)
+		if f.double {
+			dp.SetDoubleValue(p.total)
+		} else {
+			// Requests, bytes and tokens: whole numbers.
+			dp.SetIntValue(int64(p.total))
+		}
+		return dp.Attributes()
+	}
 }
 
 // write writes a point's attributes: its family's labels of tuple k (only

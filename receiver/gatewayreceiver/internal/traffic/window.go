@@ -80,32 +80,9 @@ func (a *Aggregator) Take() *Window {
 	for i := range a.fams {
 		f := &a.fams[i]
 		for _, r := range a.tables[f.table].touched {
-			s := r.at(f.slot)
-			if !s.touched() {
-				continue // another family of the row was updated, not this one
+			if s := r.at(f.slot); s.touched() { // else another family of the row was updated, not this one
+				w.take(int32(i), f, r, s)
 			}
-			p := point{fam: int32(i), enc: r.enc, total: s.total(), sum: s.sum(), count: s.count(),
-				bucketsStart: int32(len(w.buckets)), exStart: int32(len(w.exemplars))}
-			x := r.extraAt(f.slot)
-			ex := x.exemplars()
-			for j := range ex {
-				if e := &ex[j]; e.set {
-					w.exemplars = append(w.exemplars, *e)
-					e.set = false
-				}
-			}
-			p.exEnd = int32(len(w.exemplars))
-			if x != nil && x.exp != nil {
-				h := x.exp
-				off, counts := h.buckets()
-				w.buckets = appendExpo(w.buckets, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
-				h.reset()
-			}
-			buckets := r.bucketsOf(f)
-			w.buckets = append(w.buckets, buckets...)
-			w.points = append(w.points, p)
-			*s = series{}
-			clear(buckets)
 		}
 	}
 	for i := range a.tables {
@@ -116,8 +93,42 @@ func (a *Aggregator) Take() *Window {
 		clear(t.touched)
 		t.touched = t.touched[:0]
 	}
-	// A row stays while a handle that holds it was used this window; the
-	// handle's tuple and gateway stay held.
+	a.endWindow()
+	return w
+}
+
+// take moves series s of family f (index fam), in row r, into a point of
+// w, and empties it for the next window.
+func (w *Window) take(fam int32, f *family, r *row, s *series) {
+	p := point{fam: fam, enc: r.enc, total: s.total(), sum: s.sum(), count: s.count(),
+		bucketsStart: int32(len(w.buckets)), exStart: int32(len(w.exemplars))}
+	x := r.extraAt(f.slot)
+	ex := x.exemplars()
+	for j := range ex {
+		if e := &ex[j]; e.set {
+			w.exemplars = append(w.exemplars, *e)
+			e.set = false
+		}
+	}
+	p.exEnd = int32(len(w.exemplars))
+	if x != nil && x.exp != nil {
+		h := x.exp
+		off, counts := h.buckets()
+		w.buckets = appendExpo(w.buckets, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
+		h.reset()
+	}
+	buckets := r.bucketsOf(f)
+	w.buckets = append(w.buckets, buckets...)
+	w.points = append(w.points, p)
+	*s = series{}
+	clear(buckets)
+}
+
+// endWindow keeps what was used in the window that ended and lets go of the
+// rest: a row stays while a handle that holds it was used, and the handle's
+// tuple and gateway stay held; tuples and gateways unused for ExpiryWindows
+// are let go (expire).
+func (a *Aggregator) endWindow() {
 	h := &a.held
 	for _, b := range h.handles {
 		if b.seen {
@@ -159,7 +170,6 @@ func (a *Aggregator) Take() *Window {
 			}
 		}
 	}
-	return w
 }
 
 // unchainUnseen drops the rows no handle used this window from a hash
