@@ -80,10 +80,10 @@ type kongRule struct {
 	time bool
 }
 
-func attr(keys ...string) kongLabel     { return kongLabel{keys: keys} }
-func constLabel(v string) kongLabel     { return kongLabel{def: v} }
-func attrOr(key, def string) kongLabel  { return kongLabel{keys: []string{key}, def: def} }
-func nodeLabel() kongLabel              { return kongLabel{node: true} }
+func attr(keys ...string) kongLabel    { return kongLabel{keys: keys} }
+func constLabel(v string) kongLabel    { return kongLabel{def: v} }
+func attrOr(key, def string) kongLabel { return kongLabel{keys: []string{key}, def: def} }
+func nodeLabel() kongLabel             { return kongLabel{node: true} }
 func convLabel(key string, conv func(string) (string, bool)) kongLabel {
 	return kongLabel{keys: []string{key}, conv: conv}
 }
@@ -113,7 +113,7 @@ func kongTokenType(v string) (string, bool) {
 }
 
 var (
-	kongServiceRouteWS = []kongLabel{attr(kongAttrService), attr(kongAttrRoute), attr(kongAttrWorkspace)}
+	kongServiceRouteWS  = []kongLabel{attr(kongAttrService), attr(kongAttrRoute), attr(kongAttrWorkspace)}
 	kongAIRequestLabels = []kongLabel{attr(kongAttrGenProvider), attr(kongAttrGenModel),
 		constLabel(""), constLabel(""), constLabel(""), constLabel(""), attr(kongAttrWorkspace)}
 	kongBandwidthLabels = func(direction string) []kongLabel {
@@ -150,9 +150,9 @@ var kongRules = map[string]*kongRule{
 		attrOr(kongAttrSubsystem, "http")}},
 	"kong.nginx.connection.count": {fam: KongNginxConnections, take: takeGauge, route: -1, labels: []kongLabel{
 		nodeLabel(), attrOr(kongAttrSubsystem, "http"), attr("kong.connection.state")}},
-	"kong.nginx.timer.count":     {fam: KongNginxTimers, take: takeGauge, route: -1, labels: []kongLabel{attr("kong.timer.state")}},
-	"kong.db.connection.status":  {fam: KongDatastoreReachable, take: takeGauge, route: -1},
-	"kong.cp.connection.status":  {fam: KongControlPlaneConnected, take: takeGauge, route: -1},
+	"kong.nginx.timer.count":      {fam: KongNginxTimers, take: takeGauge, route: -1, labels: []kongLabel{attr("kong.timer.state")}},
+	"kong.db.connection.status":   {fam: KongDatastoreReachable, take: takeGauge, route: -1},
+	"kong.cp.connection.status":   {fam: KongControlPlaneConnected, take: takeGauge, route: -1},
 	"kong.dp.cluster_cert.expiry": {fam: KongDataPlaneCertExpiry, take: takeGauge, route: -1},
 	"kong.memory.workers.lua_vm": {fam: KongMemoryWorkersLuaVMs, take: takeGauge, route: -1, labels: []kongLabel{
 		nodeLabel(), attr("kong.pid"), attrOr(kongAttrSubsystem, "http")}},
@@ -160,7 +160,7 @@ var kongRules = map[string]*kongRule{
 		nodeLabel(), attr("kong.shared_dict.name"), attrOr(kongAttrSubsystem, "http")}},
 	"kong.shared_dict.size": {fam: KongMemorySharedDictTotal, take: takeGauge, route: -1, labels: []kongLabel{
 		nodeLabel(), attr("kong.shared_dict.name"), attrOr(kongAttrSubsystem, "http")}},
-	"kong.gen_ai.mcp.response.size":  {fam: KongAIMCPResponseBodySize, take: takeHistogram, route: -1, labels: kongMCP},
+	"kong.gen_ai.mcp.response.size": {fam: KongAIMCPResponseBodySize, take: takeHistogram, route: -1, labels: kongMCP},
 	"mcp.server.operation.duration": {fam: KongAIMCPLatency, take: takeHistogram, route: -1, time: true, labels: kongMCP},
 	"kong.gen_ai.mcp.request.error.count": {fam: KongAIMCPErrors, take: takeCounter, route: -1, labels: []kongLabel{
 		attr(kongAttrService), attr(kongAttrRoute), attr("error.type"), attr("mcp.method.name"), attr(kongAttrWorkspace), attr("gen_ai.tool.name")}},
