@@ -522,13 +522,18 @@ func (m *envoyMapper) histogram(dst pmetric.Metric, mi int32, name string, p pme
 			q.SetSum(p.Sum())
 		}
 		p.ExplicitBounds().CopyTo(q.ExplicitBounds())
-		p.BucketCounts().CopyTo(q.BucketCounts())
+		if p.BucketCounts().Len() == 0 {
+			// Count and sum only: one bucket, +Inf, holds them all.
+			q.BucketCounts().Append(p.Count())
+		} else {
+			p.BucketCounts().CopyTo(q.BucketCounts())
+		}
 		putLabels(q.Attributes(), m.sc.labels[ent.labelStart:ent.labelEnd])
 		m.st.Written++
 		return
 	}
 	q := dps.At(int(m.sc.entries[e].point))
-	if !q.ExplicitBounds().Equal(p.ExplicitBounds()) || q.BucketCounts().Len() != p.BucketCounts().Len() {
+	if !q.ExplicitBounds().Equal(p.ExplicitBounds()) {
 		m.st.drop(PointConflict, name, "points of one series with different buckets")
 		return
 	}
@@ -542,6 +547,10 @@ func (m *envoyMapper) histogram(dst pmetric.Metric, mi int32, name string, p pme
 		q.RemoveSum()
 	}
 	qc, pc := q.BucketCounts(), p.BucketCounts()
+	if pc.Len() == 0 {
+		qc.SetAt(0, qc.At(0)+p.Count()) // no bounds either: the +Inf bucket
+		return
+	}
 	for i := 0; i < pc.Len(); i++ {
 		qc.SetAt(i, qc.At(i)+pc.At(i))
 	}
