@@ -6,7 +6,8 @@ import (
 )
 
 // Envoy's home: span detection and mapping (docs/gateways.md §3b), upstream
-// health (envoy_health.go; §3a) and the admin API poller below. Envoy has no
+// health (envoy_health.go; §3a), the admin API poller below and the stats
+// sink's pushed metrics (envoy_metrics.go; §3c, §3d). Envoy has no
 // access-log ingest path here.
 
 // Envoy's span tags (§3b): every value a string.
@@ -29,6 +30,7 @@ var envoyGateway = Gateway{
 	MapChild:     envoyRouter,
 	HealthStates: []HealthState{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown},
 	Poller:       &PollerSpec{Poll: pollEnvoy, MaxConcurrency: 1},
+	Metrics:      &envoyMetrics,
 }
 
 // isEnvoySpan tells Envoy (whose scope is empty) by its string tags.

@@ -12,7 +12,9 @@ import (
 
 // Kong's home: span detection and mapping (docs/gateways.md §1a), the
 // http-log ingest path (kong_httplog.go, kong_ai.go; §1d), upstream health
-// (kong_health.go; §1b) and the Admin API poller below.
+// (kong_health.go; §1b), the Admin API poller below, and the opentelemetry
+// plugin's pushed metrics (kong_metrics.go, kong_claims.go; §1e) under the
+// Prometheus plugin's names (kong_prom.go; §1c).
 
 // Kong's span names and attributes (§1a).
 const (
@@ -38,6 +40,7 @@ var kongGateway = Gateway{
 	},
 	HealthStates: []HealthState{HealthHealthy, HealthUnhealthy, HealthDNSError, HealthChecksOff, HealthUnknown},
 	Poller:       &PollerSpec{Poll: pollKong, MaxConcurrency: 16, Paged: true},
+	Metrics:      &kongMetrics,
 }
 
 // mapKongRoot: Kong's root carries no route or service entity (§1a); the

@@ -57,6 +57,9 @@ type Gateway struct {
 	HealthStates []HealthState
 	// Poller polls its admin API for upstream health; nil for none.
 	Poller *PollerSpec
+	// Metrics maps the OTLP metrics the gateway pushes itself to its
+	// Prometheus names (metrics.go); nil for none.
+	Metrics *MetricsSpec
 
 	kind Kind
 }

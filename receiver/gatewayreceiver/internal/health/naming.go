@@ -66,8 +66,8 @@ var kongPrintedStates = [...]gateway.HealthState{gateway.HealthChecksOff, gatewa
 // kong health: kong_upstream_target_health{upstream,target,address,state,subsystem}
 // as Kong's Prometheus plugin prints it (docs/gateways.md §1c).
 var kongHealth = Naming{
-	Target: Metric{Name: "kong_upstream_target_health",
-		Desc: "Health status of targets of upstream. States = healthchecks_off|healthy|unhealthy|dns_error, value is 1 when state is populated."},
+	Target: Metric{Name: gateway.KongFamilies[gateway.KongUpstreamTargetHealth].Name,
+		Desc: gateway.KongFamilies[gateway.KongUpstreamTargetHealth].Help},
 	WriteTarget: func(dps pmetric.NumberDataPointSlice, r *Row, ts pcommon.Timestamp) {
 		for _, s := range kongPrintedStates {
 			a := Point(dps, ts, r.Removed, OneHot(r.State, s), 5)

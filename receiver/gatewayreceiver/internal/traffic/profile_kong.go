@@ -8,10 +8,15 @@ import (
 
 // kong: the Prometheus plugin's names and labels (docs/gateways.md §1c).
 
+// The families' names, HELP texts and buckets are Kong's plugin's, from the
+// table pushed metrics share (gateway.KongFamilies, internal/gateway/kong_prom.go).
 var (
-	kongLatencyBounds  = []float64{1, 2, 5, 7, 10, 15, 20, 30, 50, 75, 100, 200, 500, 750, 1000, 3000, 6000}
-	kongUpstreamBounds = []float64{25, 50, 80, 100, 250, 400, 700, 1000, 2000, 5000, 10000, 30000, 60000}
+	kongLatencyBounds  = gateway.KongLatencyBounds
+	kongUpstreamBounds = gateway.KongUpstreamBounds
 )
+
+// kongFam names a family of Kong's plugin.
+func kongFam(f gateway.KongFam) *gateway.KongFamily { return &gateway.KongFamilies[f] }
 
 func kongKey(e *gateway.Event, d *Dimensions) (tuple, bool) {
 	// ai_model is meta.request_model (§1c). route = route.name, falling
@@ -90,35 +95,35 @@ func kongAILabels(k *tuple, m pcommon.Map) {
 const kongTokenTypeAt = 6
 
 // kongAIProviderBounds are Kong's AI_LLM_PROVIDER_LATENCY_BUCKETS (3.8+, §1c).
-var kongAIProviderBounds = []float64{250, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000, 10000, 30000, 60000}
+var kongAIProviderBounds = gateway.KongAIProviderBounds
 
 var kongProfile = profile{
 	name: ProfileKong,
 	key:  kongKey,
 	families: []family{
-		{name: "kong_http_requests_total", desc: "HTTP status codes per consumer/service/route in Kong",
+		{name: kongFam(gateway.KongHTTPRequests).Name, desc: kongFam(gateway.KongHTTPRequests).Help,
 			measure: measureCount, view: kongRequests, labels: kongRequestLabels},
-		{name: "kong_kong_latency_ms", desc: "Latency added by Kong and enabled plugins for each service/route in Kong",
+		{name: kongFam(gateway.KongKongLatency).Name, desc: kongFam(gateway.KongKongLatency).Help,
 			hist: true, bounds: kongLatencyBounds, scale: 1, measure: measureGatewayMS, view: kongLatency, labels: kongLatencyLabels},
-		{name: "kong_upstream_latency_ms", desc: "Latency added by upstream response for each service/route in Kong",
+		{name: kongFam(gateway.KongUpstreamLatency).Name, desc: kongFam(gateway.KongUpstreamLatency).Help,
 			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureUpstreamMS, view: kongLatency, labels: kongLatencyLabels},
-		{name: "kong_request_latency_ms", desc: "Total latency incurred during requests for each service/route in Kong",
+		{name: kongFam(gateway.KongRequestLatency).Name, desc: kongFam(gateway.KongRequestLatency).Help,
 			hist: true, bounds: kongUpstreamBounds, scale: 1, measure: measureTotalMS, view: kongLatency, labels: kongLatencyLabels},
-		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
+		{name: kongFam(gateway.KongBandwidth).Name, desc: kongFam(gateway.KongBandwidth).Help,
 			measure: measureKongRequestBytes, view: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "ingress", constAt: 2},
-		{name: "kong_bandwidth_bytes", desc: "Total bandwidth (ingress/egress) throughput in bytes",
+		{name: kongFam(gateway.KongBandwidth).Name, desc: kongFam(gateway.KongBandwidth).Help,
 			measure: measureKongResponseBytes, view: kongBandwidth, labels: kongBandwidthLabels, constKey: "direction", constVal: "egress", constAt: 2},
-		{name: "kong_ai_llm_requests_total", desc: "AI requests total per ai_provider in Kong",
+		{name: kongFam(gateway.KongAIRequests).Name, desc: kongFam(gateway.KongAIRequests).Help,
 			measure: measureLLMCount, view: kongAI, labels: kongAILabels},
-		{name: "kong_ai_llm_cost_total", desc: "AI requests cost per ai_provider/cache in Kong",
+		{name: kongFam(gateway.KongAICost).Name, desc: kongFam(gateway.KongAICost).Help,
 			double: true, measure: measureKongCost, view: kongAI, labels: kongAILabels},
-		{name: "kong_ai_llm_provider_latency_ms", desc: "LLM response Latency for each AI plugins per ai_provider in Kong",
+		{name: kongFam(gateway.KongAIProviderLatency).Name, desc: kongFam(gateway.KongAIProviderLatency).Help,
 			hist: true, bounds: kongAIProviderBounds, scale: 1, measure: measureKongProviderMS, view: kongAI, labels: kongAILabels},
-		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
+		{name: kongFam(gateway.KongAITokens).Name, desc: kongTokensHelp,
 			measure: measureKongInputTokens, view: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "prompt_tokens", constAt: kongTokenTypeAt},
-		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
+		{name: kongFam(gateway.KongAITokens).Name, desc: kongTokensHelp,
 			measure: measureKongOutputTokens, view: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "completion_tokens", constAt: kongTokenTypeAt},
-		{name: "kong_ai_llm_tokens_total", desc: kongTokensHelp,
+		{name: kongFam(gateway.KongAITokens).Name, desc: kongTokensHelp,
 			measure: measureKongTotalTokens, view: kongAI, labels: kongAILabels, constKey: "token_type", constVal: "total_tokens", constAt: kongTokenTypeAt},
 	},
 }
@@ -126,4 +131,4 @@ var kongProfile = profile{
 // kongTokensHelp is the HELP Kong writes for kong_ai_llm_tokens_total: the
 // cost family's text, as exporter.lua has it (3.8 to 3.9.3 and master), so
 // an exposition diffs clean against Kong's.
-const kongTokensHelp = "AI requests cost per ai_provider/cache in Kong"
+var kongTokensHelp = kongFam(gateway.KongAITokens).Help
