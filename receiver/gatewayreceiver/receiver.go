@@ -28,16 +28,18 @@ import (
 )
 
 // gatewayReceiver is the receiver's lifecycle: it builds its parts, starts
-// them in order and stops them in reverse. The parts talk to each other
-// only through the ingest core:
+// them in order and stops them in reverse.
 //
-//   - ingest (ingest.go, request.go): the transport-agnostic core, which
-//     turns spans and log entries into events and counts them into traffic;
 //   - the transports (http.go, http_logs.go, grpc.go), thin shells that
-//     read a request, call ingest and answer;
-//   - flusher (flush.go, checkpoint.go): every flush_interval, the window's
-//     points go downstream as delta metrics, and into the checkpoint;
-//   - health (internal/health): upstream health, polled and pushed.
+//     admit and read a request, call ingest and answer;
+//   - ingest (ingest.go, request.go): the transport-agnostic core, which
+//     turns spans and log entries into events and adds them to traffic
+//     (internal/traffic, the aggregator);
+//   - flusher (flush.go, checkpoint.go): every flush_interval it takes the
+//     window out of traffic and hands it downstream as delta metrics, and
+//     into the checkpoint;
+//   - health (internal/health): upstream health, polled and pushed (its
+//     push handler is served by the HTTP transport).
 type gatewayReceiver struct {
 	cfg       *Config
 	settings  receiver.Settings

@@ -12,7 +12,8 @@ import (
 // profiles, whose series carry only the gateway plugin's labels).
 type gatewayID struct{ namespace, service string }
 
-// metricKey is one metric of a batch: a family name under a resource.
+// metricKey is one metric of a Metrics call: a family name under a
+// resource.
 type metricKey struct {
 	res  gatewayID
 	name string
@@ -22,111 +23,109 @@ type metricKey struct {
 // end, as delta points: monotonic sums and histograms, one ResourceMetrics
 // per gateway, one metric per family name.
 func (w *Window) Metrics(from, to int, start, end pcommon.Timestamp) pmetric.Metrics {
-	b := batch{w: w, md: pmetric.NewMetrics(), start: start, end: end,
-		scopes: make(map[gatewayID]pmetric.MetricSlice), metrics: make(map[metricKey]pmetric.Metric),
-		attrsLen: make([]int, len(w.a.fams))}
+	md := pmetric.NewMetrics()
+	// Both maps stay on the stack (they are not handed on): a resource's
+	// metrics, and each metric, made on its first point.
+	scopes := make(map[gatewayID]pmetric.MetricSlice)
+	metrics := make(map[metricKey]pmetric.Metric)
 	k := new(tuple) // one per call: the label writers, called through func values, keep it on the heap
+	// attrsLen is, per family, how many attributes its last point got: the
+	// next one's map is made that size at once, instead of growing from
+	// one entry (four allocations and twice the bytes for five labels).
+	attrsLen := make([]int, len(w.a.fams))
 	for i := range w.points[from:to] {
 		p := &w.points[from+i]
 		f := &w.a.fams[p.fam]
 		*k = p.tuple()
-		m := b.metric(gatewayID{k.namespace, k.gateway}, f)
-		attrs := b.point(m, f, p)
-		attrs.EnsureCapacity(b.attrsLen[p.fam])
+		id := gatewayID{k.namespace, k.gateway}
+		mk := metricKey{id, f.name}
+		m, ok := metrics[mk]
+		if !ok {
+			ms, ok := scopes[id]
+			if !ok {
+				ms = w.newResource(md, id)
+				scopes[id] = ms
+			}
+			m = newMetric(ms, f)
+			metrics[mk] = m
+		}
+		attrs := w.newPoint(m, f, p, start, end)
+		attrs.EnsureCapacity(attrsLen[p.fam])
 		w.a.labels.write(f, k, attrs)
-		b.attrsLen[p.fam] = attrs.Len()
+		attrsLen[p.fam] = attrs.Len()
 	}
-	return b.md
+	return md
 }
 
-// batch is one Metrics call's pdata, and where each resource's and each
-// metric's points go.
-type batch struct {
-	w          *Window
-	md         pmetric.Metrics
-	start, end pcommon.Timestamp
-	scopes     map[gatewayID]pmetric.MetricSlice
-	metrics    map[metricKey]pmetric.Metric
-	// attrsLen is, per family, how many attributes its last point got: the
-	// next one's map is made that size at once, instead of growing from
-	// one entry (four allocations and twice the bytes for five labels).
-	attrsLen []int
+// newResource appends the resource of gateway id, with its scope, to md
+// and returns the scope's metrics.
+func (w *Window) newResource(md pmetric.Metrics, id gatewayID) pmetric.MetricSlice {
+	rm := md.ResourceMetrics().AppendEmpty()
+	if id.service != "" {
+		rm.Resource().Attributes().PutStr("service.name", id.service)
+	}
+	if id.namespace != "" {
+		rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
+	}
+	if c := w.a.labels.collector; c.Key != "" && id.service != "" {
+		// target_info of a gateway resource names the collector too.
+		rm.Resource().Attributes().PutStr(c.Key, c.Value)
+	}
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(metadata.ScopeName)
+	return sm.Metrics()
 }
 
-// metric is family f's metric under resource id, created (with its
-// resource and scope, on the resource's first point) on first use.
-func (b *batch) metric(id gatewayID, f *family) pmetric.Metric {
-	ms, ok := b.scopes[id]
-	if !ok {
-		rm := b.md.ResourceMetrics().AppendEmpty()
-		if id.service != "" {
-			rm.Resource().Attributes().PutStr("service.name", id.service)
-		}
-		if id.namespace != "" {
-			rm.Resource().Attributes().PutStr("service.namespace", id.namespace)
-		}
-		if c := b.w.a.labels.collector; c.Key != "" && id.service != "" {
-			// target_info of a gateway resource names the collector too.
-			rm.Resource().Attributes().PutStr(c.Key, c.Value)
-		}
-		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName(metadata.ScopeName)
-		ms = sm.Metrics()
-		b.scopes[id] = ms
-	}
-	mk := metricKey{id, f.name}
-	m, ok := b.metrics[mk]
-	if !ok {
-		m = ms.AppendEmpty()
-		m.SetName(f.name)
-		m.SetUnit(f.unit)
-		m.SetDescription(f.desc)
-		switch {
-		case f.expoSize > 0:
-			m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		case f.hist:
-			m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		default:
-			sum := m.SetEmptySum()
-			sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-			sum.SetIsMonotonic(true)
-		}
-		b.metrics[mk] = m
+// newMetric appends family f's metric, without points, to ms.
+func newMetric(ms pmetric.MetricSlice, f *family) pmetric.Metric {
+	m := ms.AppendEmpty()
+	m.SetName(f.name)
+	m.SetUnit(f.unit)
+	m.SetDescription(f.desc)
+	switch {
+	case f.expoSize > 0:
+		m.SetEmptyExponentialHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	case f.hist:
+		m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	default:
+		sum := m.SetEmptySum()
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+		sum.SetIsMonotonic(true)
 	}
 	return m
 }
 
-// point appends point p of family f to m and returns its attributes, to be
-// written.
-func (b *batch) point(m pmetric.Metric, f *family, p *point) pcommon.Map {
+// newPoint appends point p of family f to m, from start to end, and returns
+// its attributes, to be written.
+func (w *Window) newPoint(m pmetric.Metric, f *family, p *point, start, end pcommon.Timestamp) pcommon.Map {
 	switch {
 	case f.expoSize > 0:
 		dp := m.ExponentialHistogram().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(b.start)
-		dp.SetTimestamp(b.end)
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(end)
 		dp.SetCount(p.count)
 		dp.SetSum(p.sum)
-		e, counts := p.expo(b.w.buckets)
+		e, counts := p.expo(w.buckets)
 		dp.SetScale(e.scale)
 		dp.SetZeroCount(e.zero)
 		dp.Positive().SetOffset(e.offset)
 		dp.Positive().BucketCounts().FromRaw(counts)
-		b.w.writeExemplars(dp.Exemplars(), p, b.end)
+		w.writeExemplars(dp.Exemplars(), p, end)
 		return dp.Attributes()
 	case f.hist:
 		dp := m.Histogram().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(b.start)
-		dp.SetTimestamp(b.end)
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(end)
 		dp.SetCount(p.count)
 		dp.SetSum(p.sum)
 		dp.ExplicitBounds().FromRaw(f.bounds)
-		dp.BucketCounts().FromRaw(p.counts(b.w.buckets, len(f.bounds)+1))
-		b.w.writeExemplars(dp.Exemplars(), p, b.end)
+		dp.BucketCounts().FromRaw(p.counts(w.buckets, len(f.bounds)+1))
+		w.writeExemplars(dp.Exemplars(), p, end)
 		return dp.Attributes()
 	default:
 		dp := m.Sum().DataPoints().AppendEmpty()
-		dp.SetStartTimestamp(b.start)
-		dp.SetTimestamp(b.end)
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(end)
 		if f.double {
 			dp.SetDoubleValue(p.total)
 		} else {
