@@ -145,6 +145,8 @@ func TestHeldTupleMemory(t *testing.T) {
 		{"otel profile, exponential max_size 160, GenAI requests", expo, genAI, 7680},
 		{"otel profile, 256-byte labels", &otelProfile, long(plain), 2100},
 		{"otel profile, 256-byte labels, GenAI requests", &otelProfile, long(genAI), 6200},
+		{"kong profile", &kongProfile, plain, 100000},
+		{"apisix profile", &apisixProfile, plain, 100000},
 	} {
 		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof, c.event, c.budget) })
 	}

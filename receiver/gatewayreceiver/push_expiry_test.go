@@ -145,7 +145,7 @@ func TestPushMaxTargets(t *testing.T) {
 	 {"gateway":"kong-7","kind":"kong","upstream":"billing","target":"c:8080","address":"10.0.0.3:8080","state":"healthy"},
 	 {"gateway":"kong-7","upstream":"billing","target":"x:1","state":"purple"},
 	 {"gateway":"kong-7","kind":"kong","upstream":"billing","target":"d:8080","address":"10.0.0.4:8080","state":"healthy"}]`
-	const refused = "refused: 2 pushed targets are kept already (health.push.max_targets); an event about a new target is refused until pushed targets expire"
+	const refused = "refused: 2 pushed targets are kept already (limits.max_pushed_targets); an event about a new target is refused until pushed targets expire"
 	code, got := pushTo(hh, body)
 	want := `{"accepted":2,"out_of_order":0,"rejected":[{"index":2,"error":"` + refused + `"},` +
 		`{"index":3,"error":"\"state\" \"purple\" is not one of healthy, unhealthy, dns_error, healthchecks_off, mostly_healthy, mostly_unhealthy, degraded, unknown"},` +
