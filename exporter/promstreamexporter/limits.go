@@ -19,14 +19,16 @@ import (
 
 const (
 	// defaultMaxSeries holds every series the pipeline behind it makes by
-	// default: the cumulative processor's default max_streams (1.2M, every
-	// stream of the gateway receiver's 100,000 label tuples), the health
-	// gauges of the receiver's default limits.max_pushed_targets (100,000
-	// targets, a series per state: up to 400,000 under the kong profile)
-	// and polled targets (the seeds' 20,000: 80,000), and target_info.
-	// Series cost memory only when they exist (about 0.4 KiB a counter,
-	// 0.6 KiB a histogram of 15 buckets: TestMemoryPerSeries).
-	defaultMaxSeries  = 2_000_000
+	// default (TestDefaultBoundsAgree): the cumulative processor's default
+	// max_streams (1.25M, every stream of the gateway receiver's default
+	// tuples) and its overflow streams, the health gauges (a series per
+	// state, at most 8, of each of the receiver's default
+	// limits.max_pushed_targets, 100,000, and the seeds' 20,000 polled
+	// targets, and as many upstream counts: 1.92M at most), and target_info.
+	// A ceiling, not a reservation: series cost memory only when they exist
+	// (about 0.4 KiB a counter, 0.6 KiB a histogram of 15 buckets:
+	// TestMemoryPerSeries).
+	defaultMaxSeries  = 3_500_000
 	defaultMaxScrapes = 4
 )
 

@@ -17,12 +17,14 @@ import (
 
 const (
 	// defaultMaxStreams holds every stream the gateway receiver makes at
-	// its default bound: 100,000 label tuples × at most 12 families a tuple
-	// (the apisix profile's with LLM fields; otel 10, kong 11, 6 without
-	// GenAI fields in every profile). Streams cost memory only when they
-	// exist: about 0.4 KiB a sum, 0.6–0.8 KiB an explicit histogram
+	// its default bounds: 101,001 label tuples (limits.max_tuples, plus an
+	// overflow tuple per held gateway and one for the rest) × at most 12
+	// families a tuple (the apisix profile's with LLM fields; otel 10,
+	// kong 11, 6 without GenAI fields in every profile) = 1,212,012
+	// (TestDefaultBoundsAgree). Streams cost memory only when they exist:
+	// about 0.4 KiB a sum, 0.6–0.8 KiB an explicit histogram
 	// (TestMemoryPerStream); the identity cache grows with them.
-	defaultMaxStreams = 1_200_000
+	defaultMaxStreams = 1_250_000
 	defaultMaxBuckets = 160
 	// minMaxBuckets: downscaling halves an index range until it fits, and
 	// any range fits in 2 buckets at a low enough scale; 1 could not hold a

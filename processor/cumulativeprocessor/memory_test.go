@@ -210,8 +210,8 @@ func memExps(first, n int, start, end int64) pmetric.Metrics {
 }
 
 // TestMemoryDefaultMaxStreams is TestMemoryPerStream's sum case with the
-// default max_streams (1.2M) and 20k streams held, as a collector that
-// keeps the default runs: the identity cache is created for 1.2M entries,
+// default max_streams (1.25M) and 20k streams held, as a collector that
+// keeps the default runs: the identity cache is created for 1.25M entries,
 // so whatever it allocates before the streams arrive shows here and not in
 // TestMemoryPerStream (which sizes it for exactly the streams fed).
 func TestMemoryDefaultMaxStreams(t *testing.T) {
