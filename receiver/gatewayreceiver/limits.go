@@ -10,6 +10,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/internal/foldlog"
 	"github.com/otelgateway/otelgateway/internal/rename"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
 // Every bound the receiver keeps on what it holds is in the `limits`
@@ -191,4 +192,29 @@ func (f *folds) close() {
 	f.tuples.Close()
 	f.gateways.Close()
 	f.pushed.Close()
+}
+
+// StreamsBound is the most streams the receiver's traffic series make
+// downstream under its limits: a stream per family of its profile (with the
+// metrics it turns off left out) for each tuple it can hold, held or
+// overflow (limits.max_tuples + limits.max_gateways + 1); 0 when
+// limits.max_tuples is 0 (no bound). The distribution's converter sizes the
+// cumulative processor's limits.max_streams from it.
+func (c *Config) StreamsBound() int {
+	if c.Limits.MaxTuples <= 0 {
+		return 0
+	}
+	p := profileByName(c.Profile).withoutMetrics(c.disabledMetrics())
+	return (c.Limits.MaxTuples + c.Limits.MaxGateways + 1) * len(p.families)
+}
+
+// PushedHealthSeriesBound is the most health series the pushed targets make
+// downstream: a series per state of each target limits.max_pushed_targets
+// allows, and as many upstream counts; 0 without a health section. Polled
+// targets have no bound (a poll keeps what its admin API reports).
+func (c *Config) PushedHealthSeriesBound() int {
+	if !c.Health.HasValue() || !c.Health.Get().Push.HasValue() {
+		return 0
+	}
+	return c.Limits.MaxPushedTargets * int(gateway.NumHealthStates) * 2
 }
