@@ -305,3 +305,32 @@ func healthWant(identity map[string]string, n int) string {
 	sort.Strings(out)
 	return strings.Join(out, " ")
 }
+
+// The distribution's converter refuses a tuple_expiry shorter than the
+// processor's max_stale, naming the fix; validate runs it, as a start does.
+func TestDistributionRefusesLossyExpiry(t *testing.T) {
+	cfg := `receivers:
+  gateway:
+    tuple_expiry: 1m
+processors:
+  cumulative:
+    max_stale: 10m
+exporters:
+  promstream:
+service:
+  pipelines:
+    metrics:
+      receivers: [gateway]
+      processors: [cumulative]
+      exporters: [promstream]
+`
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := validateConfig(path)
+	const want = "receivers::gateway: tuple_expiry (1m0s) is shorter than processors::cumulative max_stale (10m0s)"
+	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "set tuple_expiry to at least 10m0s") {
+		t.Fatalf("validate: %v\n%s\nwant a refusal containing %q and its fix", err, out, want)
+	}
+}

@@ -150,12 +150,12 @@ func (c *Config) limits() limits {
 // the README say it: the receiver's share (TestHeldTupleMemory and
 // TestSeedGatewayMemory) and the whole collector's (receiver, cumulative
 // processor and promstream exporter: peak RSS over the tuples, e2e
-// TestSeedScale, otel profile, about 10 KiB at 60,000 and 13 KiB at
+// TestSeedScale, otel profile, about 11 KiB at 60,000 and 13 KiB at
 // 100,000 tuples; the other profiles make at most as many series a tuple).
 var tupleCost = map[string]string{
-	profileOTel:   "about 1.2 KiB per tuple in the receiver (2.4 KiB with GenAI labels), 10-13 KiB of the collector's RSS per tuple with the processor and exporter",
-	profileKong:   "about 1-1.3 KiB per tuple in the receiver, at most 10-13 KiB of the collector's RSS per tuple with the processor and exporter",
-	profileAPISIX: "about 0.5-0.6 KiB per tuple in the receiver, at most 10-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	profileOTel:   "about 1.2 KiB per tuple in the receiver (2.4 KiB with GenAI labels), 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	profileKong:   "about 1-1.3 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	profileAPISIX: "about 0.5-0.6 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
 }
 
 // folds are the log lines of the receiver's bounds (internal/foldlog).
