@@ -23,10 +23,10 @@
 //     the processor's overflow_keep from the receivers' collector_label;
 //     the receiver's tuple_expiry from the processor's max_stale and the
 //     exporter's metric_expiration (the longest); with storage on both, the
-//     receiver's checkpoint_replay from the processor's checkpoint_interval
-//     + its own flush_interval; the processor's limits.max_streams and the
-//     exporter's limits.max_series from the receiver's limits, when those
-//     need more than the defaults;
+//     receiver's checkpoint_replay from the sum of the processor's
+//     checkpoint_interval and its own flush_interval; the processor's
+//     limits.max_streams and the exporter's limits.max_series from the
+//     receiver's limits, when those need more than the defaults;
 //   - refuses combinations that lose data, the fix in the message: a
 //     tuple_expiry shorter than max_stale or metric_expiration (the
 //     processor or exporter would hold series the receiver let go, so
