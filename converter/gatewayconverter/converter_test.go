@@ -185,3 +185,34 @@ func messages(logs *observer.ObservedLogs) []string {
 	}
 	return out
 }
+
+// The bounds' deprecated keys are read as their new names, and left in the
+// configuration as they were written, for the components to decode and warn
+// about: reading a section never changes it.
+func TestDeprecatedKeysAreReadAndLeftAlone(t *testing.T) {
+	conf, logs, err := convert(t, "deprecated.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]any{
+		"receivers::gateway::max_series":                400000,
+		"receivers::gateway::health::push::max_targets": 7,
+		"processors::cumulative::max_streams":           1000,
+	} {
+		if got := conf.Get(key); got != want {
+			t.Errorf("%s = %v, want %v as written", key, got, want)
+		}
+	}
+	if conf.IsSet("receivers::gateway::limits") || conf.IsSet("processors::cumulative::limits") {
+		t.Errorf("the converter wrote the new keys beside the old: %v", conf.ToStringMap())
+	}
+	if r := receiverOf(t, conf, "gateway"); r.Limits.MaxTuples != 400000 || r.Limits.MaxPushedTargets != 7 {
+		t.Errorf("receiver limits %+v, want max_tuples 400000, max_pushed_targets 7", r.Limits)
+	}
+	// Read as limits.max_streams: 1,000 set, below what 400,000 tuples need.
+	want := []string{"processors::cumulative limits.max_streams is below what the gateway receivers feeding it can send: new streams beyond it are folded " +
+		"into overflow streams; raise it to 4010010, or remove it (it then follows the receivers' limits)"}
+	if got := messages(logs); !reflect.DeepEqual(got, want) {
+		t.Errorf("log\n%q\nwant\n%q", got, want)
+	}
+}
