@@ -141,7 +141,7 @@ func TestMaxSeriesOverflow(t *testing.T) {
 	logs := h.logs.FilterMessageSnippet("limits.max_tuples").All()
 	if len(logs) != 2 || logs[0].Level != zapcore.WarnLevel ||
 		logs[0].Message != "limits.max_tuples reached: requests of new label tuples are counted under their gateway's otel.metric.overflow series, "+
-			"without route, method or status, until held tuples go \"5m0s\" (tuple_expiry) without a request; raise limits.max_tuples to keep them apart" {
+			"without route, method or status, until held tuples go 5m0s (tuple_expiry) without a request; raise limits.max_tuples to keep them apart" {
 		t.Fatalf("fold log lines %v, want the first fold's and the one at shutdown", logs)
 	}
 	if f := logs[0].ContextMap(); f["limits.max_tuples"] != int64(2) || f["events_folded"] != int64(1) || f["cost"] != tupleCost[profileOTel] {

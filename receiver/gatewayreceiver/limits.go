@@ -3,7 +3,6 @@ package gatewayreceiver
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
@@ -166,11 +165,14 @@ type folds struct {
 func newFolds(c *Config, log *zap.Logger) folds {
 	var f folds
 	if c.Limits.MaxTuples > 0 {
+		until := "until held tuples go " + c.TupleExpiry.String() + " (tuple_expiry) without a request"
+		if c.TupleExpiry == 0 {
+			until = "for good: held tuples never expire (tuple_expiry 0)"
+		}
 		f.tuples = foldlog.New(log, foldlog.Bound{
 			Key: "limits.max_tuples", Limit: int64(c.Limits.MaxTuples), Unit: "label tuples", Counted: "events",
-			Folded: "requests of new label tuples are counted under their gateway's otel.metric.overflow series, without route, method or status, until held tuples go " +
-				strconv.Quote(c.TupleExpiry.String()) + " (tuple_expiry) without a request",
-			Cost: tupleCost[c.Profile],
+			Folded: "requests of new label tuples are counted under their gateway's otel.metric.overflow series, without route, method or status, " + until,
+			Cost:   tupleCost[c.Profile],
 		})
 	}
 	if c.Limits.MaxGateways > 0 {
