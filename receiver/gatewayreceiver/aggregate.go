@@ -388,8 +388,9 @@ type aggregator struct {
 	fams     []familyState
 	groups   []group
 	// unmapped counts events the profile does not count (no route under
-	// the kong profile); overflowed counts events folded into overflowKey.
-	unmapped, overflowed int64
+	// the kong profile); overflowed counts events folded into an overflow
+	// tuple, gatewaysOverflowed those of them folded by max_gateways.
+	unmapped, overflowed, gatewaysOverflowed int64
 	// truncated counts label values cut to maxLabelBytes.
 	truncated int64
 	snap      []point
@@ -507,8 +508,9 @@ const maxBundlesHint = 1 << 16
 
 // bundlesHint is the bundles map's initial size: the most tuples the bounds
 // allow (max_series, plus an overflow tuple per gateway and one for the
-// rest), so that new tuples never grow the map. About 440 KiB for the
-// default bounds (10,011), allocated up front; 0 without max_series.
+// rest), so that new tuples never grow the map below maxBundlesHint. About
+// 2.8 MiB for the default bounds (capped at 65,536), allocated up front; 0
+// without max_series.
 func bundlesHint(lim limits) int {
 	if lim.maxSeries <= 0 {
 		return 0
@@ -601,6 +603,7 @@ func (a *aggregator) admitLocked(k *tupleKey) *bundle {
 			gw = held.key // the map's own copy: a new tuple of a held gateway allocates no key
 		} else if a.lim.maxGateways > 0 && len(a.gateways) >= a.lim.maxGateways {
 			a.overflowed++
+			a.gatewaysOverflowed++
 			*k = gatewayOverflowKey
 			return a.overflowBundle(k, "")
 		} else {

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
@@ -75,6 +76,8 @@ type gatewayReceiver struct {
 	// ckpt writes the checkpoint after each flush (checkpoint.go); nil
 	// without storage.
 	ckpt *checkpointer
+	// folds log when a bound of the limits section folds or refuses data.
+	folds folds
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
@@ -85,10 +88,15 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	if err != nil {
 		return nil, err
 	}
-	id, err := cfg.identity()
+	id, idWarning, err := cfg.identity()
 	if err != nil {
 		return nil, err
 	}
+	rename.Warn(set.Logger, cfg.renamed)
+	if idWarning != "" {
+		set.Logger.Warn(idWarning)
+	}
+	set.Logger.Info("Collector identity", zap.String("label", id.Key), zap.String("value", id.Value))
 	dims := cfg.dimensions()
 	prof := profileByName(cfg.Profile).withDurationHistograms(cfg.durationBounds(), cfg.expoSize()).withoutMetrics(cfg.disabledMetrics())
 	agg := newAggregator(prof, dims, cfg.limits())
@@ -102,7 +110,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		telemetry: tb,
 		agg:       agg,
 		rates:     cfg.samplingRates(),
-		admit:     admission.New(cfg.MaxRequestBytesInFlight),
+		admit:     admission.New(cfg.Limits.MaxRequestBytesInFlight),
+		folds:     newFolds(cfg, set.Logger),
 		receiving: admission.NewReceiving(receivingSlots(cfg), receivingSlots(cfg)/connShareDiv, cfg.GRPCReceiveTimeout),
 	}
 	r.scratch.New = func() any { return newScratch(r, cfg.detect(), dims.spanKeys()) }
@@ -147,9 +156,9 @@ func (r *gatewayReceiver) startHealth(ctx context.Context, host component.Host) 
 			"list it under a metrics pipeline's receivers (service::pipelines::metrics::receivers), or remove its health section")
 	}
 	h, err := health.New(health.Settings{
-		Config: r.cfg.Health.Get(), Naming: profileByName(string(r.cfg.healthProfile())).health, Identity: r.agg.identity, Next: r.next,
+		Config: r.cfg.healthConfig(), Naming: profileByName(string(r.cfg.healthProfile())).health, Identity: r.agg.identity, Next: r.next,
 		Telemetry: r.telemetry, TelemetrySettings: r.settings.TelemetrySettings, Logger: r.settings.Logger,
-		MaxLabelBytes: r.cfg.MaxLabelValueLength,
+		MaxLabelBytes: r.cfg.Limits.MaxLabelValueLength, PushFolds: r.folds.pushed,
 	})
 	if err != nil {
 		return err
@@ -202,6 +211,7 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		r.flush(ctx)
 	}
 	errs = errors.Join(errs, r.closeCheckpoint(ctx))
+	r.folds.close()
 	return errs
 }
 
@@ -381,14 +391,18 @@ func (r *gatewayReceiver) addEvents(ctx context.Context, events []gateway.Event)
 	}
 	var notCounted int64
 	r.agg.mu.Lock()
-	before, truncatedBefore := r.agg.overflowed, r.agg.truncated
+	before, gwBefore, truncatedBefore := r.agg.overflowed, r.agg.gatewaysOverflowed, r.agg.truncated
 	for i := range events {
 		if !r.agg.addLocked(&events[i]) {
 			notCounted++
 		}
 	}
-	overflowed, truncated := r.agg.overflowed-before, r.agg.truncated-truncatedBefore
+	overflowed, gwOverflowed, truncated := r.agg.overflowed-before, r.agg.gatewaysOverflowed-gwBefore, r.agg.truncated-truncatedBefore
 	r.agg.mu.Unlock()
+	if overflowed > 0 {
+		r.folds.tuples.Folded(overflowed - gwOverflowed)
+		r.folds.gateways.Folded(gwOverflowed)
+	}
 	if truncated > 0 {
 		r.telemetry.ReceiverGatewayLabelValuesTruncated.Add(ctx, truncated)
 	}

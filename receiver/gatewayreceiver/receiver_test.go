@@ -24,6 +24,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -50,6 +53,8 @@ type harness struct {
 	tel      *componenttest.Telemetry
 	httpAddr string
 	grpcAddr string
+	// logs are the receiver's log lines at info and above.
+	logs *observer.ObservedLogs
 }
 
 // start runs a receiver on free loopback ports. The flush interval is long
@@ -75,6 +80,9 @@ func startOn(t *testing.T, host component.Host, next consumer.Metrics, mutate fu
 	}
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	var core zapcore.Core
+	core, h.logs = observer.New(zapcore.InfoLevel)
+	set.Logger = zap.New(core)
 	r, err := newReceiver(cfg, set, next)
 	if err != nil {
 		t.Fatal(err)
