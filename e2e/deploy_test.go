@@ -86,8 +86,8 @@ func validateConfig(path string) ([]byte, error) {
 }
 
 // deployCollectorConfig is the ConfigMap's shape on loopback ports, with small limits so that the
-// faults the dashboard's collector panels show really happen: max_series 8 (events overflow),
-// max_streams 200 (stream overflow), a Kong admin poller on a closed port (failing polls), and
+// faults the dashboard's collector panels show really happen: limits.max_tuples 8 (events overflow),
+// limits.max_streams 200 (stream overflow), a Kong admin poller on a closed port (failing polls), and
 // the otlp receiver for out-of-order deltas and a type conflict. Ports: %[1]d gateway HTTP,
 // %[2]d gRPC, %[3]d promstream, %[4]d telemetry, %[5]d otlp HTTP, %[6]d nothing listens, %[7]d zpages.
 const deployCollectorConfig = `extensions:
@@ -102,7 +102,8 @@ receivers:
         endpoint: 127.0.0.1:%[2]d
     flush_interval: 1s
     collector_name: e2e-0
-    max_series: 8
+    limits:
+      max_tuples: 8
     health:
       report_interval: 5s
       push: {}
@@ -118,7 +119,8 @@ receivers:
 processors:
   cumulative:
     max_stale: 5m
-    max_streams: 200
+    limits:
+      max_streams: 200
 exporters:
   promstream:
     endpoint: 127.0.0.1:%[3]d
@@ -259,8 +261,8 @@ func TestDashboardPanelsReturnData(t *testing.T) {
 }
 
 // feedDeployTraffic sends one wave: Kong spans (some 5xx, some slow), Kong http-log entries
-// (they carry sizes: bandwidth), new routes beyond max_series, health events, a malformed
-// export, out-of-order deltas, a type conflict, streams beyond max_streams, and timed-out scrapes.
+// (they carry sizes: bandwidth), new routes beyond limits.max_tuples, health events, a malformed
+// export, out-of-order deltas, a type conflict, streams beyond limits.max_streams, and timed-out scrapes.
 func feedDeployTraffic(t *testing.T, col *collector, tp *sdktrace.TracerProvider, metricsURL string, wave int) {
 	t.Helper()
 	kong := tp.Tracer("kong-internal", trace.WithInstrumentationVersion("0.1.0"))
@@ -292,7 +294,7 @@ func feedDeployTraffic(t *testing.T, col *collector, tp *sdktrace.TracerProvider
 
 	forceFlush(t, tp)
 
-	// Six new routes beyond max_series (8): their events go to the gateway's overflow tuple
+	// Six new routes beyond limits.max_tuples (8): their events go to the gateway's overflow tuple
 	// (otelcol_receiver_gateway_events{outcome="overflow"}). The tuples above are held first (one
 	// flush_interval earlier), so the panels' routes are never the overflowed ones.
 	if wave == 1 {
@@ -317,7 +319,7 @@ func feedDeployTraffic(t *testing.T, col *collector, tp *sdktrace.TracerProvider
 
 	// Through the otlp receiver: a delta point older than the stream's last (processor drops it,
 	// out_of_order); a gauge and a counter that write the same sample name (exporter drops one,
-	// type_conflict); 250 streams of one metric, beyond max_streams (processor overflow).
+	// type_conflict); 250 streams of one metric, beyond limits.max_streams (processor overflow).
 	now := time.Now()
 	ns := func(d time.Duration) string { return fmt.Sprint(now.Add(d).UnixNano()) }
 	deltaSum := func(name, start, end string, attrs ...string) map[string]any {

@@ -77,7 +77,9 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
     collector_name: %s
 `, ports[0], ports[1], o.name)
 	if o.receiverStorage {
-		b.WriteString("    storage: file_storage\n")
+		// checkpoint_replay as it was before it followed checkpoint_interval +
+		// flush_interval (2s here): the storage tests' files span many pages.
+		b.WriteString("    storage: file_storage\n    checkpoint_replay: 20s\n")
 	}
 	if o.kongURL != "" {
 		fmt.Fprintf(&b, `    health:

@@ -31,18 +31,24 @@ import (
 const mib = 1 << 20
 
 // hostileConfig is collectorConfig with the receiver's default settings
-// except its endpoints and flush_interval (1s, so counts show up fast; not a
-// bound): collectorConfig's max_request_body_size of 1 MiB is replaced by
-// httpExtra (YAML lines under protocols.http, or "" for the 20 MiB default).
-// max_series (10000), max_gateways (1000), tuple_expiry (5m),
-// max_request_bytes_in_flight (64 MiB), read_header_timeout (10s) and
-// read_timeout (30s) keep their defaults.
+// except its endpoints, flush_interval (1s, so counts show up fast; not a
+// bound) and limits.max_tuples: collectorConfig's max_request_body_size of 1
+// MiB is replaced by httpExtra (YAML lines under protocols.http, or "" for
+// the 20 MiB default). limits.max_gateways (1000), tuple_expiry (5m),
+// limits.max_request_bytes_in_flight (64 MiB), read_header_timeout (10s)
+// and read_timeout (30s) keep their defaults. limits.max_tuples is 10,000
+// (hostileMaxTuples), a tenth of its default: the cardinality attack fills
+// it, and at the default's 100,000 tuples the exposition the monitor scrapes
+// through the attack is ~550 MiB, which a lean test cannot afford; what the
+// default costs full is measured by TestSeedScale.
 func hostileConfig(httpExtra string) string {
 	const limitLine = "        max_request_body_size: 1048576\n"
-	if !strings.Contains(collectorConfig, limitLine) {
-		panic("collectorConfig changed: hostileConfig cannot drop its body limit")
+	const nameLine = "    collector_name: e2e-0\n"
+	if !strings.Contains(collectorConfig, limitLine) || !strings.Contains(collectorConfig, nameLine) {
+		panic("collectorConfig changed: hostileConfig cannot drop its body limit or set its tuple bound")
 	}
-	return strings.Replace(collectorConfig, limitLine, httpExtra, 1)
+	cfg := strings.Replace(collectorConfig, limitLine, httpExtra, 1)
+	return strings.Replace(cfg, nameLine, nameLine+"    limits:\n      max_tuples: "+strconv.Itoa(hostileMaxTuples)+"\n", 1)
 }
 
 // startHostileCollector starts the collector on hostileConfig(httpExtra).

@@ -26,8 +26,10 @@ import (
 
 // Documented bounds the attacks are held to.
 const (
-	// The receiver's defaults (receiver README, Configuration).
-	defaultMaxSeries   = 10000
+	// The receiver's tuple bound in hostileConfig (a tenth of the
+	// default), and its default limits.max_gateways (receiver README,
+	// Limits).
+	hostileMaxTuples   = 10000
 	defaultMaxGateways = 1000
 	defaultReadTimeout = 30 * time.Second
 
@@ -143,8 +145,9 @@ func TestHostileClients(t *testing.T) {
 
 // testCardinality sends 200,000 spans with a new http.route each (one
 // service, over several flush windows), then 200,000 with a new service.name
-// each. The receiver must hold at most max_series tuples plus one overflow
-// tuple per gateway (at most max_gateways) plus one for gateways beyond it,
+// each. The receiver must hold at most limits.max_tuples tuples plus one
+// overflow tuple per gateway (at most limits.max_gateways) plus one for
+// gateways beyond it,
 // and count every span somewhere: in its tuple or an overflow tuple.
 func testCardinality(t *testing.T) {
 	const (
@@ -207,16 +210,17 @@ func testCardinality(t *testing.T) {
 	// Every hostile span is counted somewhere, and the tuples are bounded.
 	// Before the attack the good traffic holds len(goodRoutes) tuples of one
 	// gateway. Phase 1: hostile-routes is the second gateway; its routes fill
-	// max_series, the rest go to its overflow tuple. Phase 2: the next
-	// max_gateways-2 services are held as gateways, but max_series is full,
-	// so each gets an overflow tuple of its own; services beyond max_gateways
+	// limits.max_tuples, the rest go to its overflow tuple. Phase 2: the
+	// next max_gateways-2 services are held as gateways, but max_tuples is
+	// full, so each gets an overflow tuple of its own; services beyond
+	// max_gateways
 	// share the one overflow tuple without a resource.
 	good := len(goodRoutes)
-	heldRoutes := defaultMaxSeries - good
+	heldRoutes := hostileMaxTuples - good
 	heldGateways := defaultMaxGateways - 2
 	wantSeries := good + heldRoutes + 1 + heldGateways + 1
 	wantOverflow := float64(2*requests*perRequest - heldRoutes)
-	if wantSeries > defaultMaxSeries+defaultMaxGateways+1 {
+	if wantSeries > hostileMaxTuples+defaultMaxGateways+1 {
 		t.Fatalf("test arithmetic: %d series exceed the documented bound", wantSeries)
 	}
 	var hostile seriesCounts
@@ -237,8 +241,8 @@ func testCardinality(t *testing.T) {
 			overflowCounted += v
 		}
 	}
-	t.Logf("%s: %d series (%d overflow series holding %v spans); want %d series, bound max_series+max_gateways+1 = %d",
-		metricName, total, overflowSeries, overflowCounted, wantSeries, defaultMaxSeries+defaultMaxGateways+1)
+	t.Logf("%s: %d series (%d overflow series holding %v spans); want %d series, bound max_tuples+max_gateways+1 = %d",
+		metricName, total, overflowSeries, overflowCounted, wantSeries, hostileMaxTuples+defaultMaxGateways+1)
 	if total != wantSeries {
 		t.Errorf("%s has %d series, want %d", metricName, total, wantSeries)
 	}
@@ -272,7 +276,7 @@ const bigBodyLimit = 32 * mib
 
 // testBigConcurrentExports sends 16 exports of ~20 MB at once, half
 // protobuf, half JSON, each with a route of its own. The 64 MiB of
-// max_request_bytes_in_flight let some through (200) and refuse the rest
+// limits.max_request_bytes_in_flight let some through (200) and refuse the rest
 // with 429 and Retry-After; the accepted ones are counted exactly, the
 // refused ones not at all.
 func testBigConcurrentExports(t *testing.T) {

@@ -14,13 +14,13 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/featuregate"
+
+	"github.com/otelgateway/otelgateway/internal/rename"
 )
 
 const (
 	defaultEndpoint         = "localhost:9464"
 	defaultMetricExpiration = 5 * time.Minute
-	defaultMaxSeries        = 2_000_000
-	defaultMaxScrapes       = 4
 	defaultShutdownGrace    = 15 * time.Second
 	// defaultReadHeaderTimeout bounds how long a client may take to send
 	// its request header: a scraper sends a few hundred bytes at once, and
@@ -55,12 +55,9 @@ type Config struct {
 	// it disappears from /metrics. Enforced in the background, never on
 	// scrape.
 	MetricExpiration time.Duration `mapstructure:"metric_expiration"`
-	// MaxSeries bounds the series held; points that would create more are
-	// dropped and counted (0: no limit).
-	MaxSeries int64 `mapstructure:"max_series"`
-	// MaxConcurrentScrapes bounds scrapes served at once; beyond it a scrape
-	// gets 503 with Retry-After.
-	MaxConcurrentScrapes int `mapstructure:"max_concurrent_scrapes"`
+	// Limits are every bound the exporter keeps on what it holds and
+	// serves (limits.go).
+	Limits LimitsConfig `mapstructure:"limits"`
 	// ShutdownGrace is how long Shutdown keeps serving /metrics, when it
 	// holds data no scrape has read yet, for a scrape to read the final
 	// state: the collector's last flush lands here, and a pull exporter
@@ -118,6 +115,10 @@ type Config struct {
 	// formats: canonical ("5.0", the default) or shortest ("5", as
 	// client_golang and Kong write them). OpenMetrics is always canonical.
 	TextBucketFormat string `mapstructure:"text_bucket_format"`
+
+	// renamed are the deprecated keys this config was written with
+	// (limits.go), warned about when the exporter is created.
+	renamed []rename.Key
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -185,15 +186,14 @@ func createDefaultConfig() *Config {
 	srv.NetAddr.Endpoint = defaultEndpoint
 	srv.ReadHeaderTimeout = defaultReadHeaderTimeout
 	return &Config{
-		ServerConfig:         srv,
-		MetricExpiration:     defaultMetricExpiration,
-		MaxSeries:            defaultMaxSeries,
-		MaxConcurrentScrapes: defaultMaxScrapes,
-		ShutdownGrace:        defaultShutdownGrace,
-		AddMetricSuffixes:    true,
-		LabelOrder:           labelOrderSorted,
-		TextBucketFormat:     bucketFormatCanonical,
-		SendingQueue:         configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
+		ServerConfig:      srv,
+		MetricExpiration:  defaultMetricExpiration,
+		Limits:            defaultLimits(),
+		ShutdownGrace:     defaultShutdownGrace,
+		AddMetricSuffixes: true,
+		LabelOrder:        labelOrderSorted,
+		TextBucketFormat:  bucketFormatCanonical,
+		SendingQueue:      configoptional.Default(exporterhelper.NewDefaultQueueConfig()),
 	}
 }
 
@@ -206,14 +206,9 @@ func (c *Config) Validate() error {
 	if c.MetricExpiration <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("metric_expiration must be positive, got %v (0 makes the contrib exporter serve nothing: every series has expired by the time a scrape reads it)", c.MetricExpiration))
 	}
-	if c.MaxSeries < 0 {
-		errs = errors.Join(errs, fmt.Errorf("max_series must not be negative, got %d", c.MaxSeries))
-	}
+	errs = errors.Join(errs, c.Limits.validate())
 	if c.ShutdownGrace < 0 {
 		errs = errors.Join(errs, fmt.Errorf("shutdown_grace must not be negative, got %v", c.ShutdownGrace))
-	}
-	if c.MaxConcurrentScrapes <= 0 {
-		errs = errors.Join(errs, fmt.Errorf("max_concurrent_scrapes must be positive, got %d", c.MaxConcurrentScrapes))
 	}
 	switch c.TranslationStrategy {
 	case "", underscoreEscapingWithSuffixes, underscoreEscapingWithoutSuffixes, noUTF8EscapingWithSuffixes, noTranslation:

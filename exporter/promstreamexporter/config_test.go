@@ -13,8 +13,8 @@ func TestConfig(t *testing.T) {
 	full := createDefaultConfig()
 	full.ServerConfig.NetAddr.Endpoint = "0.0.0.0:9999"
 	full.MetricExpiration = 90 * time.Second
-	full.MaxSeries = 500000
-	full.MaxConcurrentScrapes = 2
+	full.Limits.MaxSeries = 500000
+	full.Limits.MaxConcurrentScrapes = 2
 	full.Namespace = "edge"
 	full.ConstLabels = map[string]string{"region": "eu-1"}
 	full.TranslationStrategy = noUTF8EscapingWithSuffixes
@@ -35,6 +35,9 @@ func TestConfig(t *testing.T) {
 	contrib.AddMetricSuffixes = false
 	contrib.TranslationStrategy = underscoreEscapingWithoutSuffixes
 	contrib.ResourceConstantLabels = ResourceAttributesConfig{Included: []string{"service.*", "k8s.pod.name"}, Excluded: []string{"service.instance.id"}}
+	deprecated := createDefaultConfig()
+	deprecated.Limits.MaxSeries, deprecated.Limits.MaxConcurrentScrapes = 500000, 2
+	deprecated.renamed = renamedKeys
 	cases := []struct {
 		file    string
 		want    *Config
@@ -50,8 +53,11 @@ func TestConfig(t *testing.T) {
 		{file: "invalid_expiration.yaml", wantErr: "metric_expiration must be positive, got 0s (0 makes the contrib exporter serve nothing: every series has expired by the time a scrape reads it)"},
 		{file: "empty_endpoint.yaml", wantErr: "endpoint must not be empty"},
 		{file: "bad_strategy.yaml", wantErr: `translation_strategy "Legacy" is not one of UnderscoreEscapingWithSuffixes, UnderscoreEscapingWithoutSuffixes, NoUTF8EscapingWithSuffixes, NoTranslation`},
-		{file: "zero_scrapes.yaml", wantErr: "max_concurrent_scrapes must be positive, got 0"},
-		{file: "negative_max_series.yaml", wantErr: "max_series must not be negative, got -1"},
+		{file: "zero_scrapes.yaml", wantErr: "limits.max_concurrent_scrapes must be positive, got 0"},
+		{file: "negative_max_series.yaml", wantErr: "limits.max_series must not be negative, got -1"},
+		// The keys the limits section replaced still work (warned about
+		// when the exporter is created).
+		{file: "deprecated_limits.yaml", want: deprecated},
 		{file: "negative_shutdown_grace.yaml", wantErr: "shutdown_grace must not be negative, got -1s"},
 		{file: "bad_namespace.yaml", wantErr: `namespace "-.-" has no character valid in a Prometheus metric name`},
 		{file: "bad_const_label.yaml", wantErr: `const_labels: "__reserved" is not a valid Prometheus label name`},
@@ -72,5 +78,14 @@ func TestConfig(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", cfg, c.want)
 			}
 		})
+	}
+}
+
+// A bound set under its old and its new name is refused.
+func TestLimitSetUnderBothNames(t *testing.T) {
+	err := testutil.DecodeConfig(t, filepath.Join("testdata", "config", "limits_twice.yaml"), createDefaultConfig())
+	const want = "'' max_series and limits.max_series are the same setting (max_series is its deprecated name): set only limits.max_series"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
+	"github.com/otelgateway/otelgateway/internal/foldlog"
+	"github.com/otelgateway/otelgateway/internal/rename"
 )
 
 // Reasons a point is not exposed: the bounded `reason` attribute of
@@ -54,8 +56,11 @@ type promStreamExporter struct {
 	slots slotPool
 	stop  chan struct{}
 	done  chan struct{}
-	// warned limits the "table full" warning to one per expiry period.
-	warned bool
+	// folds logs the points limits.max_series refuses (internal/foldlog);
+	// refused counts them through a batch (guarded by mu), so the log is
+	// told once per batch, never per point.
+	folds   *foldlog.Logger
+	refused int64
 	// points is the reusable point writer (guarded by mu).
 	points pointWriter
 	// scrapeAttrs are the scrape telemetry's attributes per format.
@@ -78,14 +83,15 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 		cfg:      cfg,
 		settings: set,
 		table: series.New(series.Options{
-			MaxSeries:       cfg.MaxSeries,
+			MaxSeries:       cfg.Limits.MaxSeries,
 			KeepEmptyLabels: cfg.KeepEmptyLabels,
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
 			Timestamps:      cfg.SendTimestamps,
 		}),
 		namer:       newNamer(cfg),
-		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.MaxConcurrentScrapes)},
+		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.Limits.MaxConcurrentScrapes)},
+		folds:       newSeriesFolds(cfg, set.Logger),
 		scrapeAttrs: newScrapeAttrs(),
 		negotiator:  exposition.NewNegotiator(cfg.EnableOpenMetrics == nil || *cfg.EnableOpenMetrics),
 		scraped:     make(chan struct{}, 1),
@@ -97,7 +103,8 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 		set.Logger.Warn("add_metric_suffixes is deprecated and ignored (as in the contrib prometheus exporter, whose feature gate " +
 			gateDisableAddMetricSuffixes + " is on by default); set translation_strategy: UnderscoreEscapingWithoutSuffixes instead")
 	}
-	for range cfg.MaxConcurrentScrapes {
+	rename.Warn(set.Logger, cfg.renamed)
+	for range cfg.Limits.MaxConcurrentScrapes {
 		e.slots.put(new(scrapeSlot)) // buffers are made on first use
 	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings, e.table.Len, e.table.Families)
@@ -141,6 +148,7 @@ func (e *promStreamExporter) shutdown(ctx context.Context) error {
 		err = e.server.Shutdown(ctx)
 		e.serving.Wait()
 	}
+	defer e.folds.Close()
 	if e.stop != nil {
 		close(e.stop)
 		<-e.done
@@ -223,7 +231,6 @@ func (e *promStreamExporter) expire(now time.Time) {
 	}
 	e.mu.Lock()
 	e.namer.forgetContexts(cutoff)
-	e.warned = false
 	e.mu.Unlock()
 }
 
@@ -235,6 +242,7 @@ func (e *promStreamExporter) consumeMetrics(ctx context.Context, md pmetric.Metr
 	// Counted once the batch is stored: a scrape that starts after that
 	// reads it (shutdown_grace waits for one to complete).
 	defer e.generation.Add(1)
+	defer e.reportRefused()
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
@@ -329,14 +337,19 @@ func (e *promStreamExporter) drop(ctx context.Context, reason, name string, n in
 	e.settings.Logger.Debug("Points not exposed", zap.String("metric", name), zap.String("reason", reason), zap.Int("points", n))
 }
 
-// limited counts points refused because the table is full, and warns once
-// per expiry period.
+// limited counts points refused because the table is full; the batch's
+// count goes to the log when it ends (reportRefused). The caller holds mu.
 func (e *promStreamExporter) limited(ctx context.Context, name string, n int) {
 	e.drop(ctx, reasonLimit, name, n)
-	if !e.warned {
-		e.warned = true
-		e.settings.Logger.Warn("max_series reached: new series are dropped until others expire",
-			zap.Int64("max_series", e.cfg.MaxSeries), zap.String("metric", name))
+	e.refused += int64(n)
+}
+
+// reportRefused tells the fold log what limits.max_series refused in the
+// batch. The caller holds mu.
+func (e *promStreamExporter) reportRefused() {
+	if e.refused > 0 {
+		e.folds.Folded(e.refused)
+		e.refused = 0
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -173,7 +175,9 @@ func TestMaxSeries(t *testing.T) {
 	set := exportertest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
 	cfg := createDefaultConfig()
-	cfg.MaxSeries = 2
+	cfg.Limits.MaxSeries = 2
+	core, logs := observer.New(zap.InfoLevel)
+	set.Logger = zap.New(core)
 	e, err := newExporter(cfg, set)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +195,17 @@ func TestMaxSeries(t *testing.T) {
 	}
 	if n := testutil.Int64Sum(t, tel, "otelcol_exporter_promstream_dropped_points", attribute.String("reason", "max_series")); n != 2 {
 		t.Errorf("max_series drops = %d, want 2", n)
+	}
+	// Said in the log at the first refusal (then at most every few
+	// minutes), and at shutdown what was refused since.
+	if err := e.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.FilterMessageSnippet("limits.max_series").All()
+	if len(l) != 2 || l[0].ContextMap()["limits.max_series"] != int64(2) || l[0].ContextMap()["points_folded"] != int64(1) ||
+		l[1].ContextMap()["points_folded_since_last_log"] != int64(1) ||
+		l[0].Message != "limits.max_series reached: points of new series are dropped (not exposed) until series go 5m0s (metric_expiration) without a point; raise limits.max_series to keep them apart" {
+		t.Errorf("fold log %v, want the first refusal's and shutdown's", l)
 	}
 }
 
@@ -388,7 +403,7 @@ func startOneSlot(t *testing.T, n, pad int, mutate func(*Config)) *Config {
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.ServerConfig.NetAddr.Endpoint = testutil.FreeAddr(t)
-	cfg.MaxConcurrentScrapes = 1
+	cfg.Limits.MaxConcurrentScrapes = 1
 	cfg.ShutdownGrace = 0 // no scrape here reads a whole body: do not wait for one at shutdown
 	if mutate != nil {
 		mutate(cfg)

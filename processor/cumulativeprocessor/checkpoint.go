@@ -66,7 +66,7 @@ const (
 // restore (logged), the others keep their values.
 func checkpointFingerprint(cfg *Config) uint64 {
 	h := fnv.New64a()
-	_, _ = h.Write([]byte("max_buckets=" + strconv.Itoa(cfg.MaxBuckets)))
+	_, _ = h.Write([]byte("max_buckets=" + strconv.Itoa(cfg.Limits.MaxBuckets)))
 	return h.Sum64()
 }
 

@@ -186,7 +186,7 @@ func feedEverything(t *testing.T, p *cumulativeProcessor) {
 
 func TestCheckpointRestoresEveryStream(t *testing.T) {
 	cfg := storageConfig()
-	cfg.MaxStreams = 8 // 7 streams, then /o0; /o1 and /o2 overflow
+	cfg.Limits.MaxStreams = 8 // 7 streams, then /o0; /o1 and /o2 overflow
 	client := newMemClient()
 	ext := memExt(client)
 
@@ -246,7 +246,7 @@ func TestCheckpointRespectsASmallerMaxStreams(t *testing.T) {
 	a.stop(t)
 
 	cfg := storageConfig()
-	cfg.MaxStreams = 2
+	cfg.Limits.MaxStreams = 2
 	b := newStoreProcessor(t, cfg)
 	b.startWith(t, memExt(client))
 	defer b.stop(t)
@@ -360,7 +360,7 @@ func TestCheckpointDiscardedWhole(t *testing.T) {
 		{"truncated, CRC resealed", truncated, nil, "discarded_corrupt"},
 		{"trailing bytes, CRC resealed", extra, nil, "discarded_corrupt"},
 		{"another format version", otherVersion, nil, "discarded_version"},
-		{"other max_buckets", valid, func(c *Config) { c.MaxBuckets = 80 }, "discarded_config"},
+		{"other max_buckets", valid, func(c *Config) { c.Limits.MaxBuckets = 80 }, "discarded_config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := newMemClient()
@@ -395,7 +395,7 @@ func TestCheckpointNeverPanics(t *testing.T) {
 	valid := validCheckpoint(t)
 	body := len(checkpointMagic) + 1 + 4
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = 16 // a small identity cache: thousands of processors
+	cfg.Limits.MaxStreams = 16 // a small identity cache: thousands of processors
 	check := func(b []byte) {
 		cp, outcome, err := decodeCheckpoint(b, checkpointFingerprint(cfg), 0)
 		if err == nil {

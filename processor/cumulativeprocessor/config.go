@@ -5,20 +5,16 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/otelgateway/otelgateway/internal/rename"
 )
 
 const (
-	defaultMaxStale   = 5 * time.Minute
-	defaultMaxStreams = 200_000
-	defaultMaxBuckets = 160
+	defaultMaxStale = 5 * time.Minute
 	// defaultCheckpointInterval bounds what a crash loses of the
 	// accumulation to 10s, at the cost of one write of every stream's state
 	// per 10s (tens of bytes a stream).
 	defaultCheckpointInterval = 10 * time.Second
-	// minMaxBuckets: downscaling halves an index range until it fits, and
-	// any range fits in 2 buckets at a low enough scale; 1 could not hold a
-	// histogram with both a value below and above 1.
-	minMaxBuckets = 2
 )
 
 // Emit says when cumulative points leave the processor.
@@ -53,10 +49,9 @@ type Config struct {
 	// zero with a new start time, which Prometheus reads as a counter reset.
 	MaxStale time.Duration `mapstructure:"max_stale"`
 
-	// MaxStreams bounds the streams held in memory. A new stream beyond it
-	// is folded into its metric's overflow stream, the one carrying
-	// otel.metric.overflow=true; no stream is ever evicted to make room.
-	MaxStreams int `mapstructure:"max_streams"`
+	// Limits are every bound the processor keeps on what it holds
+	// (limits.go).
+	Limits LimitsConfig `mapstructure:"limits"`
 
 	// OverflowKeep names the attributes an overflow stream keeps from the
 	// points it absorbs (default: collector, the gateway receiver's
@@ -64,10 +59,6 @@ type Config struct {
 	// stay apart downstream. Empty: the overflow stream carries only
 	// otel.metric.overflow.
 	OverflowKeep []string `mapstructure:"overflow_keep"`
-
-	// MaxBuckets bounds the buckets of each range (positive, negative) of a
-	// cumulative exponential histogram; merging downscales to stay within it.
-	MaxBuckets int `mapstructure:"max_buckets"`
 
 	// Emit is per_batch (default) or interval.
 	Emit Emit `mapstructure:"emit"`
@@ -87,16 +78,19 @@ type Config struct {
 	// of the accumulation.
 	CheckpointInterval time.Duration `mapstructure:"checkpoint_interval"`
 
+	// renamed are the deprecated keys this config was written with
+	// (limits.go), warned about when the processor is created.
+	renamed []rename.Key
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
 func createDefaultConfig() *Config {
 	return &Config{
-		MaxStale:   defaultMaxStale,
-		MaxStreams: defaultMaxStreams,
-		MaxBuckets: defaultMaxBuckets,
-		Emit:       EmitPerBatch,
+		MaxStale: defaultMaxStale,
+		Limits:   defaultLimits(),
+		Emit:     EmitPerBatch,
 		// The gateway receiver's default collector_label.
 		OverflowKeep: []string{"collector"},
 
@@ -110,10 +104,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxStale <= 0:
 		return fmt.Errorf("max_stale must be positive, got %v", c.MaxStale)
-	case c.MaxStreams <= 0:
-		return fmt.Errorf("max_streams must be positive, got %d", c.MaxStreams)
-	case c.MaxBuckets < minMaxBuckets:
-		return fmt.Errorf("max_buckets must be at least %d, got %d", minMaxBuckets, c.MaxBuckets)
+	case c.Limits.validate() != nil:
+		return c.Limits.validate()
 	case c.Emit == EmitInterval && c.Interval <= 0:
 		return fmt.Errorf("interval must be positive with emit: interval, got %v", c.Interval)
 	case c.Emit != EmitInterval && c.Interval != 0:

@@ -153,7 +153,7 @@ func TestIntervalKeepsTheLatestExemplarPerBucket(t *testing.T) {
 // scale drops, two exemplars that now share a bucket leave one, the later.
 func TestIntervalExponentialExemplarsFollowDownscaling(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Emit, cfg.Interval, cfg.MaxBuckets = EmitInterval, time.Hour, 4
+	cfg.Emit, cfg.Interval, cfg.Limits.MaxBuckets = EmitInterval, time.Hour, 4
 	sink := new(consumertest.MetricsSink)
 	p, _ := newTestProcessorWith(t, cfg, sink)
 	feed := func(pt expPoint, exs ...ex) {
@@ -216,7 +216,7 @@ func TestExemplarsPerStreamAreBounded(t *testing.T) {
 // of a batch leave as one, with the exemplars of them all.
 func TestOverflowPointsKeepTheirExemplars(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = 1
+	cfg.Limits.MaxStreams = 1
 	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
 	consume(t, p, batch(point{"kong", "/a", 10, 20, 1}))
 	md := batch(point{"kong", "/b", 10, 20, 1}, point{"kong", "/c", 10, 20, 1})

@@ -82,7 +82,7 @@ func foldExp(p *cumulativeProcessor, s *stream, dp pmetric.ExponentialHistogramD
 	t := min(e.scale, dp.Scale())
 	plo, phi, pok := unionRange(&e.pos, e.scale, pos, dp.Scale(), t)
 	nlo, nhi, nok := unionRange(&e.neg, e.scale, neg, dp.Scale(), t)
-	maxB := int64(p.cfg.MaxBuckets)
+	maxB := int64(p.cfg.Limits.MaxBuckets)
 	for (pok && phi-plo+1 > maxB) || (nok && nhi-nlo+1 > maxB) {
 		t--
 		plo, phi, nlo, nhi = plo>>1, phi>>1, nlo>>1, nhi>>1

@@ -65,7 +65,7 @@ func expOut(t *testing.T, p *cumulativeProcessor, md pmetric.Metrics) string {
 
 func newExpProcessor(t *testing.T, maxBuckets int) *cumulativeProcessor {
 	cfg := createDefaultConfig()
-	cfg.MaxBuckets = maxBuckets
+	cfg.Limits.MaxBuckets = maxBuckets
 	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
 	return p
 }

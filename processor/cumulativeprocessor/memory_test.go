@@ -64,7 +64,7 @@ func TestMemoryPerStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := createDefaultConfig()
-			cfg.MaxStreams = streams
+			cfg.Limits.MaxStreams = streams
 			if tc.interval {
 				cfg.Emit, cfg.Interval = EmitInterval, time.Hour // emitted by hand
 			}
@@ -210,8 +210,8 @@ func memExps(first, n int, start, end int64) pmetric.Metrics {
 }
 
 // TestMemoryDefaultMaxStreams is TestMemoryPerStream's sum case with the
-// default max_streams (200k) and a tenth of it held, as a collector that
-// keeps the default runs: the identity cache is created for 200k entries,
+// default max_streams (1.25M) and 20k streams held, as a collector that
+// keeps the default runs: the identity cache is created for 1.25M entries,
 // so whatever it allocates before the streams arrive shows here and not in
 // TestMemoryPerStream (which sizes it for exactly the streams fed).
 func TestMemoryDefaultMaxStreams(t *testing.T) {
@@ -220,8 +220,8 @@ func TestMemoryDefaultMaxStreams(t *testing.T) {
 	}
 	const streams = 20_000
 	cfg := createDefaultConfig()
-	if cfg.MaxStreams != defaultMaxStreams {
-		t.Fatalf("default max_streams %d, want %d", cfg.MaxStreams, defaultMaxStreams)
+	if cfg.Limits.MaxStreams != defaultMaxStreams {
+		t.Fatalf("default max_streams %d, want %d", cfg.Limits.MaxStreams, defaultMaxStreams)
 	}
 	before := heapInUse()
 	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
@@ -236,7 +236,7 @@ func TestMemoryDefaultMaxStreams(t *testing.T) {
 	held := heapInUse() - before
 	runtime.KeepAlive(p)
 	t.Logf("max_streams %d: empty processor %d KiB; with %d sum streams %d KiB, %.0f bytes/stream (identity cache: %d slots of %d)",
-		cfg.MaxStreams, empty>>10, streams, held>>10, float64(held)/streams, p.cache.Slots(), p.cache.Capacity())
+		cfg.Limits.MaxStreams, empty>>10, streams, held>>10, float64(held)/streams, p.cache.Slots(), p.cache.Capacity())
 	// The cache grows with the streams: preallocated for 200k it was
 	// 4 MiB, 210 bytes per stream here (555 in all). It starts at 1 MiB
 	// (65,536 entries: identity.initialSets says why).

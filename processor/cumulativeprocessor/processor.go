@@ -15,7 +15,9 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
+	"github.com/otelgateway/otelgateway/internal/foldlog"
 	"github.com/otelgateway/otelgateway/internal/identity"
+	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
 
@@ -45,6 +47,8 @@ type cumulativeProcessor struct {
 	// limited counts the streams held against max_streams (overflow streams
 	// are not: they are what the limit folds into).
 	limited atomic.Int64
+	// folds logs when limits.max_streams folds points (internal/foldlog).
+	folds *foldlog.Logger
 
 	// hashAttrs is identity.OfMap; tests swap it to force hash collisions.
 	hashAttrs func(pcommon.Map) uint64
@@ -78,10 +82,12 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 		// within the limit stays on the fast path (two-choice sets keep
 		// conflicts rare). The cache starts small and grows with the
 		// streams, so an unused max_streams costs no memory.
-		cache:     identity.NewCache[*stream](cfg.MaxStreams),
+		cache:     identity.NewCache[*stream](cfg.Limits.MaxStreams),
 		hashAttrs: identity.OfMap,
 		id:        set.ID,
+		folds:     newStreamFolds(cfg, set.Logger),
 	}
+	rename.Warn(set.Logger, cfg.renamed)
 	return p, nil
 }
 
@@ -89,7 +95,7 @@ func newProcessor(cfg *Config, set processor.Settings, next consumer.Metrics) (*
 // one is configured, before any point arrives; then starts the background
 // work.
 func (p *cumulativeProcessor) start(ctx context.Context, host component.Host) error {
-	p.telemetry.ProcessorCumulativeStreamsLimit.Record(ctx, int64(p.cfg.MaxStreams))
+	p.telemetry.ProcessorCumulativeStreamsLimit.Record(ctx, int64(p.cfg.Limits.MaxStreams))
 	if p.cfg.Storage != nil {
 		client, err := p.openStorage(ctx, host)
 		if err != nil {
@@ -112,6 +118,7 @@ func (p *cumulativeProcessor) shutdown(ctx context.Context) error {
 	if p.stop == nil {
 		return nil
 	}
+	defer p.folds.Close()
 	close(p.stop)
 	<-p.done
 	p.stop = nil
@@ -186,6 +193,7 @@ func (p *cumulativeProcessor) processMetrics(ctx context.Context, md pmetric.Met
 		return rm.ScopeMetrics().Len() == 0
 	})
 	c.record(ctx, p.telemetry)
+	p.folds.Folded(c.points[overflowed])
 	if md.ResourceMetrics().Len() == 0 {
 		// Nothing left (interval mode, or every point dropped): do not send
 		// an empty batch down the pipeline.

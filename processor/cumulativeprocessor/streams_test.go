@@ -107,7 +107,7 @@ const newStreamsPerBatch = 1000
 // new streams, and those batches (every point of each a new stream).
 func newStreamsProcessor(tb testing.TB, hist bool, batches int) (*cumulativeProcessor, []pmetric.Metrics) {
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = batches * newStreamsPerBatch
+	cfg.Limits.MaxStreams = batches * newStreamsPerBatch
 	p, err := newProcessor(cfg, processortest.NewNopSettings(metadata.Type), consumertest.NewNop())
 	if err != nil {
 		tb.Fatal(err)

@@ -233,7 +233,7 @@ func (p *cumulativeProcessor) lookupOrCreate(d *metricDesc, h uint64, set identi
 // reserve takes one unit of max_streams, or reports that none is left. A
 // compare-and-swap loop, so concurrent creators never overshoot the limit.
 func (p *cumulativeProcessor) reserve() bool {
-	limit := int64(p.cfg.MaxStreams)
+	limit := int64(p.cfg.Limits.MaxStreams)
 	for {
 		n := p.limited.Load()
 		if n >= limit {

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelgateway/otelgateway/internal/identity"
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -38,8 +40,10 @@ func pointsWithOverflow(t *testing.T, md pmetric.Metrics) []string {
 
 func TestStreamsBeyondMaxStreamsFoldIntoOneOverflowStream(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = 2
+	cfg.Limits.MaxStreams = 2
 	p, tel := newTestProcessorWith(t, cfg, consumertest.NewNop())
+	core, logs := observer.New(zap.InfoLevel)
+	p.folds = newStreamFolds(cfg, zap.New(core))
 	ctx := context.Background()
 
 	out, _ := p.processMetrics(ctx, batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 1},
@@ -66,6 +70,13 @@ func TestStreamsBeyondMaxStreamsFoldIntoOneOverflowStream(t *testing.T) {
 	if n := p.limited.Load(); n != 2 {
 		t.Errorf("streams held against the limit = %d, want 2", n)
 	}
+	// Said in the log at the first fold (then at most every few minutes).
+	e := logs.FilterMessageSnippet("limits.max_streams").All()
+	if len(e) != 1 || e[0].Level != zap.WarnLevel || e[0].ContextMap()["limits.max_streams"] != int64(2) || e[0].ContextMap()["points_folded"] != int64(2) ||
+		e[0].Message != "limits.max_streams reached: points of new streams are folded into their metric's otel.metric.overflow stream (their attributes lost) "+
+			"until streams go 5m0s (max_stale) without a point; raise limits.max_streams to keep them apart" {
+		t.Errorf("fold log %v, want one warning at the first fold", e)
+	}
 }
 
 // The overflow stream keeps the collector label (overflow_keep) of the
@@ -73,7 +84,7 @@ func TestStreamsBeyondMaxStreamsFoldIntoOneOverflowStream(t *testing.T) {
 // downstream; points without it go to the bare overflow stream.
 func TestOverflowStreamKeepsTheCollectorLabel(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = 1
+	cfg.Limits.MaxStreams = 1
 	p, _ := newTestProcessorWith(t, cfg, consumertest.NewNop())
 	md := batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 2}, point{"kong", "/c", 10, 21, 3})
 	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
@@ -103,7 +114,7 @@ func TestOverflowStreamKeepsTheCollectorLabel(t *testing.T) {
 
 func TestStreamsLimitIsReported(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.MaxStreams = 1234
+	cfg.Limits.MaxStreams = 1234
 	p, tel := newTestProcessorWith(t, cfg, consumertest.NewNop())
 	if err := p.start(context.Background(), nil); err != nil {
 		t.Fatal(err)

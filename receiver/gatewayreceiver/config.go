@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +15,8 @@ import (
 	"go.opentelemetry.io/collector/config/confighttp"
 	"go.opentelemetry.io/collector/config/configoptional"
 
+	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
@@ -27,23 +26,9 @@ const (
 	defaultGRPCEndpoint  = "localhost:14317"
 	defaultHTTPEndpoint  = "localhost:14318"
 	defaultFlushInterval = 5 * time.Second
-	defaultMaxSeries     = 10000
-	defaultMaxGateways   = 1000
-	// defaultMaxLabelValueLength bounds each label value a tuple or a
-	// health row keeps: route names and paths, hosts, consumers and models
-	// fit with room to spare, and max_series tuples of such values stay
-	// tens of MiB through the pipeline, where one request could otherwise
-	// carry a label of megabytes into every family's series.
-	defaultMaxLabelValueLength = 256
-	// maxLabelValueLength is the most max_label_value_length allows.
-	maxLabelValueLength = 16 << 10
 	// defaultCollectorLabel names the collector on every series.
 	defaultCollectorLabel = "collector"
 	defaultTupleExpiry    = 5 * time.Minute
-	// defaultMaxInFlight bounds request bytes held at once (see
-	// internal/admission): with the decode weights below, one 20 MiB OTLP
-	// JSON export at a time, or hundreds of typical gateway batches.
-	defaultMaxInFlight = 64 << 20
 	// Timeouts of the HTTP server, on by default so a client that stops
 	// half-way through its headers or body cannot hold a connection (and
 	// its buffer) forever.
@@ -142,25 +127,14 @@ type Config struct {
 	// per_consumer: true; off, as the plugin's default, consumer is "" and
 	// consumers do not multiply the series.
 	PerConsumer bool `mapstructure:"per_consumer"`
-	// MaxSeries bounds the label tuples held, receiver-wide and across
-	// flush windows, resources and profiles: a tuple is held from its first
-	// event until tuple_expiry passes without one. Events of a new tuple
-	// beyond it are counted under its gateway's otel.metric.overflow tuple.
-	MaxSeries int `mapstructure:"max_series"`
-	// MaxGateways bounds the distinct gateway resources (service.namespace,
-	// service.name) held the same way; events of further gateways are
-	// counted under one overflow tuple without a resource.
-	MaxGateways int `mapstructure:"max_gateways"`
-	// MaxLabelValueLength cuts every label value a request tuple or a
-	// health row keeps (routes, services, hosts, consumers, models, span
-	// dimensions, gateway names, upstreams and targets) to this many bytes,
-	// at a whole UTF-8 character: the request still counts, under the cut
-	// value (otelcol_receiver_gateway_label_values_truncated counts them).
-	MaxLabelValueLength int `mapstructure:"max_label_value_length"`
+	// Limits are every bound the receiver keeps on what it holds
+	// (limits.go).
+	Limits LimitsConfig `mapstructure:"limits"`
 	// TupleExpiry is how long a held tuple (or gateway) lasts without an
-	// event before it stops counting against the bounds; keep it at least
-	// the cumulative processor's max_stale and the exporter's
-	// metric_expiration, so the bound holds for their series too.
+	// event before it stops counting against limits.max_tuples
+	// (limits.max_gateways); keep it at least the cumulative processor's
+	// max_stale and the exporter's metric_expiration, so the bound holds
+	// for their series too (the distribution's converter checks it).
 	TupleExpiry time.Duration `mapstructure:"tuple_expiry"`
 	// Detect forces the gateway kind of OTLP traces (auto, kong, apisix,
 	// envoy, semconv).
@@ -170,14 +144,10 @@ type Config struct {
 	// gateway resources (target_info), so the series of N collectors never
 	// collide, pulled or pushed. "" turns it off (one collector only).
 	CollectorLabel string `mapstructure:"collector_label"`
-	// CollectorName is its value; default the host name, stable across
-	// restarts (set it, e.g. to ${env:POD_NAME}, where host names repeat).
+	// CollectorName is its value; default the host name and the port of the
+	// receiver's listener (identity.go): unique among the collectors of one
+	// host, the same after a restart.
 	CollectorName string `mapstructure:"collector_name"`
-	// MaxRequestBytesInFlight bounds the request bytes held at once across
-	// every ingest path (HTTP, gRPC, logs, push), weighted by what decoding
-	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
-	// 0 turns the bound off.
-	MaxRequestBytesInFlight int64 `mapstructure:"max_request_bytes_in_flight"`
 	// GRPCReceiveTimeout ends a gRPC call whose message has not fully
 	// arrived this long after its headers (DEADLINE_EXCEEDED): gRPC holds
 	// what has arrived, and nothing else would end a client that stalls.
@@ -186,6 +156,10 @@ type Config struct {
 	// Health polls and receives upstream health (config_health.go); off
 	// unless the section is present.
 	Health configoptional.Optional[HealthConfig] `mapstructure:"health"`
+
+	// renamed are the deprecated keys this config was written with
+	// (limits.go), warned about when the receiver is created.
+	renamed []rename.Key
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -301,20 +275,15 @@ func createDefaultConfig() *Config {
 			GRPC: configoptional.Some(grpcCfg),
 			HTTP: configoptional.Some(httpCfg),
 		},
-		FlushInterval: defaultFlushInterval,
-		Profile:       traffic.ProfileOTel,
-		MaxSeries:     defaultMaxSeries,
-		MaxGateways:   defaultMaxGateways,
-		TupleExpiry:   defaultTupleExpiry,
-
-		MaxLabelValueLength: defaultMaxLabelValueLength,
-
-		MaxRequestBytesInFlight: defaultMaxInFlight,
-		GRPCReceiveTimeout:      defaultGRPCReceiveTimeout,
-		CollectorLabel:          defaultCollectorLabel,
-		Detect:                  "auto",
-		CheckpointReplay:        defaultCheckpointReplay,
-		Health:                  configoptional.Default(defaultHealthConfig()),
+		FlushInterval:      defaultFlushInterval,
+		Profile:            traffic.ProfileOTel,
+		Limits:             defaultLimits(),
+		TupleExpiry:        defaultTupleExpiry,
+		GRPCReceiveTimeout: defaultGRPCReceiveTimeout,
+		CollectorLabel:     defaultCollectorLabel,
+		Detect:             "auto",
+		CheckpointReplay:   defaultCheckpointReplay,
+		Health:             configoptional.Default(defaultHealthConfig()),
 		Histogram: HistogramConfig{
 			Exponential: configoptional.Default(ExponentialHistogramConfig{MaxSize: defaultExpoMaxSize}),
 		},
@@ -413,18 +382,7 @@ func (c *Config) Validate() error {
 	if c.GRPCReceiveTimeout < 0 {
 		errs = errors.Join(errs, fmt.Errorf("grpc_receive_timeout must be 0 (off) or positive, got %s", c.GRPCReceiveTimeout))
 	}
-	if c.MaxRequestBytesInFlight < 0 {
-		errs = errors.Join(errs, fmt.Errorf("max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", c.MaxRequestBytesInFlight))
-	}
-	if c.MaxSeries < 0 {
-		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
-	}
-	if c.MaxLabelValueLength < 16 || c.MaxLabelValueLength > maxLabelValueLength {
-		errs = errors.Join(errs, fmt.Errorf("max_label_value_length must be from 16 to %d bytes, got %d", maxLabelValueLength, c.MaxLabelValueLength))
-	}
-	if c.MaxGateways < 0 {
-		errs = errors.Join(errs, fmt.Errorf("max_gateways must be 0 (no limit) or positive, got %d", c.MaxGateways))
-	}
+	errs = errors.Join(errs, c.Limits.validate())
 	if c.TupleExpiry < 0 {
 		errs = errors.Join(errs, fmt.Errorf("tuple_expiry must be positive (0: never), got %v", c.TupleExpiry))
 	}
@@ -478,33 +436,6 @@ func (c *Config) dimensions() traffic.Dimensions {
 		d.Span = append(d.Span, traffic.SpanDimension{Name: dim.Name, Key: gateway.RegisterAttribute(dim.Name), Default: dim.Default})
 	}
 	return d
-}
-
-// identity is the collector label and its value: collector_name, else the
-// host name (os.Hostname), which survives restarts, unlike a random id.
-func (c *Config) identity() (health.Identity, error) {
-	if c.CollectorLabel == "" {
-		return health.Identity{}, nil
-	}
-	name := c.CollectorName
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil || h == "" {
-			return health.Identity{}, fmt.Errorf("collector_name is not set and the host name is unknown (%v); set collector_name", err)
-		}
-		name = h
-	}
-	return health.Identity{Key: c.CollectorLabel, Value: name}, nil
-}
-
-// limits are traffic's bounds; tuple_expiry counts in whole flush windows
-// (at least one).
-func (c *Config) limits() traffic.Limits {
-	l := traffic.Limits{MaxTuples: c.MaxSeries, MaxGateways: c.MaxGateways, MaxLabelBytes: c.MaxLabelValueLength}
-	if c.TupleExpiry > 0 && c.FlushInterval > 0 {
-		l.ExpiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
-	}
-	return l
 }
 
 // validateMetrics checks that every `metrics` entry names a metric of the

@@ -3,6 +3,8 @@ package gatewayreceiver // import "github.com/otelgateway/otelgateway/receiver/g
 import (
 	"errors"
 
+	"go.opentelemetry.io/collector/config/configoptional"
+
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
@@ -42,4 +44,19 @@ func (c *Config) healthProfile() HealthProfile {
 		return c.Health.Get().Profile
 	}
 	return HealthProfile(c.Profile)
+}
+
+// healthConfig is the health section as the health part runs it: with the
+// push bound of the limits section (limits.max_pushed_targets).
+func (c *Config) healthConfig() *HealthConfig {
+	if !c.Health.HasValue() {
+		return nil
+	}
+	hc := *c.Health.Get()
+	if p := hc.Push.Get(); p != nil {
+		pc := *p
+		pc.MaxTargets = c.Limits.MaxPushedTargets
+		hc.Push = configoptional.Some(pc)
+	}
+	return &hc
 }

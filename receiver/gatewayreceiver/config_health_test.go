@@ -41,7 +41,7 @@ func TestHealthConfig(t *testing.T) {
 				h.Shard.Index != 1 || h.Shard.Count != 3 || h.Push.Get().Path != "/health/events" {
 				t.Errorf("health: %+v", h)
 			}
-			if p := h.Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 {
+			if p := c.healthConfig().Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 {
 				t.Errorf("push: %+v", *p)
 			}
 			k := h.Pollers["kong"][0]
@@ -64,8 +64,8 @@ func TestHealthConfig(t *testing.T) {
 			"stale_after (30s) must be longer than kong[0].interval (30s)\n" +
 			"envoy[0].endpoint must not be empty\n" +
 			"envoy[0]: admin_token and page_size apply to kong pollers only"},
-		{file: "health_bad_push.yaml", wantError: "health: push.stale_after must be positive, got -1s\n" +
-			"push.max_targets must be at least 1, got -5"},
+		{file: "health_bad_push.yaml", wantError: "limits.max_pushed_targets must be at least 1, got -5\n" +
+			"health: push.stale_after must be positive, got -1s"},
 		{file: "health_bad_push_expiry.yaml", wantError: "health: push.expiry (10m0s) must be longer than push.stale_after (10m0s)"},
 		{file: "health_push_without_http.yaml", wantError: "health.push needs protocols.http, which is disabled; set health.push.enabled: false"},
 	})
@@ -74,7 +74,10 @@ func TestHealthConfig(t *testing.T) {
 func TestHealthProfileDecodeError(t *testing.T) {
 	cfg := createDefaultConfig()
 	err := testutil.DecodeConfig(t, filepath.Join("testdata", "config", "health_bad_profile.yaml"), cfg)
+	// The outer layer is the collector's, around Config.Unmarshal (limits.go).
 	const want = `decoding failed due to the following error(s):
+
+'' decoding failed due to the following error(s):
 
 'health' decoding failed due to the following error(s):
 

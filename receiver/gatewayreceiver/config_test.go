@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer/consumertest"
+
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
@@ -17,8 +19,12 @@ func TestConfig(t *testing.T) {
 			if c.Protocols.GRPC.Get().NetAddr.Endpoint != defaultGRPCEndpoint || c.Protocols.HTTP.Get().NetAddr.Endpoint != defaultHTTPEndpoint {
 				t.Errorf("endpoints %q %q, want the defaults", c.Protocols.GRPC.Get().NetAddr.Endpoint, c.Protocols.HTTP.Get().NetAddr.Endpoint)
 			}
-			if c.Profile != "otel" || c.MaxSeries != defaultMaxSeries || c.Detect != "auto" || len(c.Dimensions) != 0 {
-				t.Errorf("profile %q max_series %d detect %q dimensions %v, want the defaults", c.Profile, c.MaxSeries, c.Detect, c.Dimensions)
+			if c.Profile != "otel" || c.Limits != defaultLimits() || c.Detect != "auto" || len(c.Dimensions) != 0 {
+				t.Errorf("profile %q limits %+v detect %q dimensions %v, want the defaults", c.Profile, c.Limits, c.Detect, c.Dimensions)
+			}
+			if c.Limits.MaxTuples != 100_000 || c.Limits.MaxGateways != 1000 || c.Limits.MaxLabelValueLength != 256 ||
+				c.Limits.MaxRequestBytesInFlight != 64<<20 || c.Limits.MaxPushedTargets != 100_000 || len(c.renamed) != 0 {
+				t.Errorf("limits %+v, renamed keys %v; want the documented defaults and no deprecated key", c.Limits, c.renamed)
 			}
 			if len(c.Metrics) != 0 || !c.Exemplars.Enabled {
 				t.Errorf("metrics %v exemplars %v, want every metric and exemplars on", c.Metrics, c.Exemplars.Enabled)
@@ -52,7 +58,7 @@ func TestConfig(t *testing.T) {
 			if c.GRPCReceiveTimeout != 10*time.Second || receivingSlots(c) != 128 {
 				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 10s and 128", c.GRPCReceiveTimeout, receivingSlots(c))
 			}
-			c.MaxRequestBytesInFlight = 0
+			c.Limits.MaxRequestBytesInFlight = 0
 			if receivingSlots(c) != 0 {
 				t.Errorf("%d receiving slots without max_request_bytes_in_flight, want no bound", receivingSlots(c))
 			}
@@ -70,8 +76,8 @@ func TestConfig(t *testing.T) {
 			}
 		}},
 		{file: "kong_profile.yaml", check: func(t *testing.T, c *Config) {
-			if c.Profile != "kong" || c.MaxSeries != 500 || c.detect().String() != "kong" {
-				t.Errorf("profile %q max_series %d detect %q", c.Profile, c.MaxSeries, c.Detect)
+			if c.Profile != "kong" || c.Limits.MaxTuples != 500 || c.detect().String() != "kong" {
+				t.Errorf("profile %q limits.max_tuples %d detect %q", c.Profile, c.Limits.MaxTuples, c.Detect)
 			}
 		}},
 		{file: "metrics.yaml", check: func(t *testing.T, c *Config) {
@@ -88,7 +94,25 @@ func TestConfig(t *testing.T) {
 		{file: "bad_profile.yaml", wantError: `profile must be "otel", "kong" or "apisix", got "nginx"`},
 		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)`},
 		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},
-		{file: "bad_max_series.yaml", wantError: "max_series must be 0 (no limit) or positive, got -1"},
+		{file: "bad_limits.yaml", wantError: "limits.max_tuples must be 0 (no limit) or positive, got -1\n" +
+			"limits.max_gateways must be 0 (no limit) or positive, got -2\n" +
+			"limits.max_label_value_length must be from 16 to 16384 bytes, got 8\n" +
+			"limits.max_request_bytes_in_flight must be 0 (no limit) or positive, got -3\n" +
+			"limits.max_pushed_targets must be at least 1, got 0"},
+		// The keys the limits section replaced still work, each taken as
+		// its new key (and warned about when the receiver is created).
+		{file: "deprecated_limits.yaml", check: func(t *testing.T, c *Config) {
+			want := LimitsConfig{MaxTuples: 500, MaxGateways: 7, MaxLabelValueLength: 64, MaxRequestBytesInFlight: 1 << 20, MaxPushedTargets: 300}
+			if c.Limits != want {
+				t.Errorf("limits %+v, want %+v", c.Limits, want)
+			}
+			if len(c.renamed) != 5 {
+				t.Errorf("renamed keys %v, want all five", c.renamed)
+			}
+			if got := c.healthConfig().Push.Get().MaxTargets; got != 300 {
+				t.Errorf("the health part runs with push max_targets %d, want 300", got)
+			}
+		}},
 		{file: "bad_detect.yaml", wantError: `detect must be one of auto, kong, apisix, envoy, semconv, traefik, got "lighttpd"`},
 		{file: "no_protocols.yaml", wantError: "protocols: at least one of grpc and http must be enabled"},
 		{file: "bad_flush_interval.yaml", wantError: "flush_interval must be positive, got -1s"},
@@ -152,5 +176,40 @@ func TestPerConsumerIsKongOnly(t *testing.T) {
 	cfg.Profile = traffic.ProfileKong
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("per_consumer on kong: %v", err)
+	}
+}
+
+// A bound set under its old and its new name is refused: which was meant
+// cannot be told.
+func TestLimitSetUnderBothNames(t *testing.T) {
+	err := testutil.DecodeConfig(t, filepath.Join("testdata", "config", "limits_twice.yaml"), createDefaultConfig())
+	const want = "'' max_series and limits.max_tuples are the same setting (max_series is its deprecated name): set only limits.max_tuples"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
+	}
+}
+
+// The deprecated keys are said at start, once each, with the key to write.
+func TestDeprecatedLimitKeysAreWarnedAtStart(t *testing.T) {
+	cfg := createDefaultConfig()
+	if err := testutil.LoadConfig(t, filepath.Join("testdata", "config", "deprecated_limits.yaml"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) {
+		c.Limits, c.Health, c.renamed = cfg.Limits, cfg.Health, cfg.renamed
+	})
+	var got []string
+	for _, e := range h.logs.FilterMessageSnippet("is deprecated").All() {
+		got = append(got, e.Message)
+	}
+	want := []string{
+		"Configuration key max_series is deprecated: write limits.max_tuples (the value was taken from max_series)",
+		"Configuration key max_gateways is deprecated: write limits.max_gateways (the value was taken from max_gateways)",
+		"Configuration key max_label_value_length is deprecated: write limits.max_label_value_length (the value was taken from max_label_value_length)",
+		"Configuration key max_request_bytes_in_flight is deprecated: write limits.max_request_bytes_in_flight (the value was taken from max_request_bytes_in_flight)",
+		"Configuration key health.push.max_targets is deprecated: write limits.max_pushed_targets (the value was taken from health.push.max_targets)",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings\n%q\nwant\n%q", got, want)
 	}
 }

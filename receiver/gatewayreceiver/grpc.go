@@ -137,14 +137,14 @@ func (g *grpcServer) shutdown(ctx context.Context) {
 // RSS with 16, ~330 MB with 32, ~520 MB with 64. 32 keeps both small. 0 (no
 // bound) when max_request_bytes_in_flight is off.
 func receivingSlots(cfg *Config) int {
-	if cfg.MaxRequestBytesInFlight <= 0 {
+	if cfg.Limits.MaxRequestBytesInFlight <= 0 {
 		return 0
 	}
 	maxRecv := int64(4 << 20) // gRPC's default
 	if g := cfg.Protocols.GRPC; g.HasValue() && g.Get().MaxRecvMsgSizeMiB > 0 {
 		maxRecv = int64(g.Get().MaxRecvMsgSizeMiB) << 20
 	}
-	return int(max(minReceivingSlots, cfg.MaxRequestBytesInFlight/maxRecv))
+	return int(max(minReceivingSlots, cfg.Limits.MaxRequestBytesInFlight/maxRecv))
 }
 
 // reapLoop ends, every second, the gRPC calls whose message has not arrived

@@ -40,7 +40,7 @@ import (
 func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) {
-		c.MaxRequestBytesInFlight = 64 << 10
+		c.Limits.MaxRequestBytesInFlight = 64 << 10
 		c.Health = configoptional.Some(defaultHealthConfig())
 	})
 	body := protoBody(t, kongExport("GET", "/held", 200))
@@ -289,7 +289,7 @@ func TestErrorAnswerIsAlwaysAStatus(t *testing.T) {
 // times its decode weight passes max_request_bytes_in_flight: its own bytes
 // never count against it.
 func TestLoneLargeRequestIsAdmitted(t *testing.T) {
-	h := start(t, new(consumertest.MetricsSink), func(c *Config) { c.MaxRequestBytesInFlight = 64 << 10 })
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) { c.Limits.MaxRequestBytesInFlight = 64 << 10 })
 	td := kongExport("GET", "/big", 200)
 	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 	for range 300 {
@@ -376,7 +376,7 @@ func TestOversizedGRPCMessageIsCounted(t *testing.T) {
 // HTTP and gRPC.
 func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.MaxRequestBytesInFlight = 1 << 20 })
+	h := start(t, sink, func(c *Config) { c.Limits.MaxRequestBytesInFlight = 1 << 20 })
 	td := ptrace.NewTraces()
 	for i := range 5000 {
 		kongExport("GET", "/r/"+strconv.Itoa(i%3), 200).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
@@ -105,7 +106,7 @@ func TestLogEndpoints(t *testing.T) {
 // otel.metric.overflow tuple; known tuples keep counting.
 func TestMaxSeriesOverflow(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.MaxSeries = 2 })
+	h := start(t, sink, func(c *Config) { c.Limits.MaxTuples = 2 })
 	ctx := context.Background()
 	for _, route := range []string{"/a", "/b", "/c", "/d", "/a"} {
 		if err := h.r.ingest.traces(ctx, kongExport("GET", route, 200)); err != nil {
@@ -134,6 +135,20 @@ func TestMaxSeriesOverflow(t *testing.T) {
 	assertCounts(t, got, want)
 	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_events", attribute.String("outcome", "overflow")); n != 2 {
 		t.Errorf("overflow events = %d, want 2", n)
+	}
+	// Said in the log too: at the first fold (with the bound, the key to
+	// raise and its cost), and at shutdown what was folded since.
+	logs := h.logs.FilterMessageSnippet("limits.max_tuples").All()
+	if len(logs) != 2 || logs[0].Level != zapcore.WarnLevel ||
+		logs[0].Message != "limits.max_tuples reached: requests of new label tuples are counted under their gateway's otel.metric.overflow series, "+
+			"without route, method or status, until held tuples go 5m0s (tuple_expiry) without a request; raise limits.max_tuples to keep them apart" {
+		t.Fatalf("fold log lines %v, want the first fold's and the one at shutdown", logs)
+	}
+	if f := logs[0].ContextMap(); f["limits.max_tuples"] != int64(2) || f["events_folded"] != int64(1) || f["cost"] != tupleCost[traffic.ProfileOTel] {
+		t.Errorf("first fold log fields %v", f)
+	}
+	if f := logs[1].ContextMap(); f["events_folded_since_last_log"] != int64(1) || f["events_folded_total"] != int64(2) {
+		t.Errorf("shutdown fold log fields %v", f)
 	}
 }
 

@@ -34,6 +34,9 @@ type ingest struct {
 	// admit bounds the request bytes held at once across every ingest
 	// path (internal/admission).
 	admit *admission.Limiter
+	// folds log the events traffic folds into overflow tuples
+	// (limits.max_tuples, limits.max_gateways).
+	folds *folds
 	// detect and spanKeys configure each request's span counter.
 	detect   gateway.Kind
 	spanKeys []gateway.AttrKey
@@ -99,6 +102,10 @@ func (in *ingest) events(ctx context.Context, events []gateway.Event) {
 		}
 	}
 	c := in.traffic.Add(events)
+	if c.Overflowed > 0 {
+		in.folds.tuples.Folded(c.Overflowed - c.GatewaysOverflowed)
+		in.folds.gateways.Folded(c.GatewaysOverflowed)
+	}
 	if c.Truncated > 0 {
 		in.telemetry.ReceiverGatewayLabelValuesTruncated.Add(ctx, c.Truncated)
 	}

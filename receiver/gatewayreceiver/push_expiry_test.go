@@ -3,6 +3,8 @@ package gatewayreceiver
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +147,7 @@ func TestPushMaxTargets(t *testing.T) {
 	 {"gateway":"kong-7","kind":"kong","upstream":"billing","target":"c:8080","address":"10.0.0.3:8080","state":"healthy"},
 	 {"gateway":"kong-7","upstream":"billing","target":"x:1","state":"purple"},
 	 {"gateway":"kong-7","kind":"kong","upstream":"billing","target":"d:8080","address":"10.0.0.4:8080","state":"healthy"}]`
-	const refused = "refused: 2 pushed targets are kept already (health.push.max_targets); an event about a new target is refused until pushed targets expire"
+	const refused = "refused: 2 pushed targets are kept already (limits.max_pushed_targets); an event about a new target is refused until pushed targets expire"
 	code, got := pushTo(hh, body)
 	want := `{"accepted":2,"out_of_order":0,"rejected":[{"index":2,"error":"` + refused + `"},` +
 		`{"index":3,"error":"\"state\" \"purple\" is not one of healthy, unhealthy, dns_error, healthchecks_off, mostly_healthy, mostly_unhealthy, degraded, unknown"},` +
@@ -201,4 +203,32 @@ func TestPushExpiryRunsOnReportTicks(t *testing.T) {
 	})
 	checkSeries(t, seriesState(sink.AllMetrics()), want)
 	waitFor(t, func() bool { return len(seriesState(sink.AllMetrics())) == 0 })
+}
+
+// TestPushedTargetMemory reports what a pushed health row costs the
+// receiver (the README's Limits table, limits.max_pushed_targets): the
+// seeds' 20,000 targets (10,000 upstreams of 2), pushed, fail above the
+// budget (the figure measured, 574 B, with ~5 % room).
+func TestPushedTargetMemory(t *testing.T) {
+	const n = 20_000
+	hh := pushHarness(t, n)
+	now := time.Now()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		ev := kongEvent("t"+strconv.Itoa(i%2)+":8080", "10.0."+strconv.Itoa(i/256%256)+"."+strconv.Itoa(i%256), "healthy")
+		ev.Upstream = "upstream-" + strconv.Itoa(i/2)
+		if got := hh.h.ApplyEvent(ev, now); got != health.PushApplied {
+			t.Fatalf("event %d: %v", i, got)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("pushed health row: %.0f B each (%d rows)", per, n)
+	if per > 600 {
+		t.Errorf("a pushed row costs %.0f B, want at most 600", per)
+	}
+	runtime.KeepAlive(hh)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,9 +107,8 @@ func TestPushDoesNotDisturbTraces(t *testing.T) {
 // to decode and answer).
 func TestPushOfTooManyEventsIsRefused(t *testing.T) {
 	h := start(t, new(consumertest.MetricsSink), func(c *Config) {
-		hc := defaultHealthConfig()
-		hc.Push.Get().MaxTargets = 3
-		c.Health = configoptional.Some(hc)
+		c.Limits.MaxPushedTargets = 3
+		c.Health = configoptional.Some(defaultHealthConfig())
 	})
 	url := "http://" + h.httpAddr + health.DefaultPushPath
 	event := `{"gateway":"g","upstream":"u","target":"t:80","state":"healthy"}`
@@ -125,5 +125,28 @@ func TestPushOfTooManyEventsIsRefused(t *testing.T) {
 		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
 			t.Errorf("events{outcome=%s} = %d, want %d", outcome, got, n)
 		}
+	}
+}
+
+// Events about new targets beyond limits.max_pushed_targets are refused,
+// counted, and said in the log (once at the first refusal, with the bound).
+func TestPushedTargetsBeyondTheLimitAreLogged(t *testing.T) {
+	h := start(t, new(consumertest.MetricsSink), func(c *Config) {
+		c.Limits.MaxPushedTargets = 2
+		c.Health = configoptional.Some(defaultHealthConfig())
+	})
+	url := "http://" + h.httpAddr + health.DefaultPushPath
+	for i := range 5 {
+		event := `{"gateway":"g","upstream":"u","target":"t` + strconv.Itoa(i) + `:80","state":"healthy"}`
+		if code, body := postHealth(t, url, "application/json", event); (i < 2) != (code == http.StatusOK) {
+			t.Fatalf("event %d: %d %s", i, code, body)
+		}
+	}
+	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", "over_limit")); got != 3 {
+		t.Errorf("events{outcome=over_limit} = %d, want 3", got)
+	}
+	logs := h.logs.FilterMessageSnippet("limits.max_pushed_targets reached").All()
+	if len(logs) != 1 || logs[0].ContextMap()["limits.max_pushed_targets"] != int64(2) || logs[0].ContextMap()["events_folded"] != int64(1) {
+		t.Fatalf("fold log lines %v, want one at the first refusal", logs)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
 
+	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
@@ -59,6 +60,8 @@ type gatewayReceiver struct {
 	// collector is the label naming the collector on every point, traffic
 	// and health.
 	collector health.Identity
+	// folds log when a bound of the limits section folds or refuses data.
+	folds folds
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*gatewayReceiver, error) {
@@ -69,10 +72,15 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 	if err != nil {
 		return nil, err
 	}
-	id, err := cfg.identity()
+	id, idWarning, err := cfg.identity()
 	if err != nil {
 		return nil, err
 	}
+	rename.Warn(set.Logger, cfg.renamed)
+	if idWarning != "" {
+		set.Logger.Warn(idWarning)
+	}
+	set.Logger.Info("Collector identity", zap.String("label", id.Key), zap.String("value", id.Value))
 	dims := cfg.dimensions()
 	agg := traffic.New(traffic.Settings{
 		Profile: cfg.Profile, DurationBounds: cfg.durationBounds(), ExpoSize: cfg.expoSize(), DisabledMetrics: cfg.disabledMetrics(),
@@ -83,8 +91,9 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		settings:  set,
 		telemetry: tb,
 		collector: id,
+		folds:     newFolds(cfg, set.Logger),
 		ingest: &ingest{
-			traffic: agg, telemetry: tb, rates: cfg.samplingRates(), admit: admission.New(cfg.MaxRequestBytesInFlight),
+			traffic: agg, telemetry: tb, rates: cfg.samplingRates(), admit: admission.New(cfg.Limits.MaxRequestBytesInFlight),
 			detect: cfg.detect(), spanKeys: dims.SpanKeys(),
 		},
 		flusher: &flusher{
@@ -93,6 +102,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		},
 	}
 	r.ingest.scratch.New = r.ingest.newScratch
+	r.ingest.folds = &r.folds
 	if hc := cfg.Protocols.HTTP.Get(); hc != nil {
 		r.http = &httpServer{cfg: hc, ingest: r.ingest, telemetry: tb}
 	}
@@ -156,9 +166,9 @@ func (r *gatewayReceiver) startHealth(ctx context.Context, host component.Host) 
 			"list it under a metrics pipeline's receivers (service::pipelines::metrics::receivers), or remove its health section")
 	}
 	h, err := health.New(health.Settings{
-		Config: r.cfg.Health.Get(), Naming: health.NamingOf(r.cfg.healthProfile()), Identity: r.collector, Next: r.next,
+		Config: r.cfg.healthConfig(), Naming: health.NamingOf(r.cfg.healthProfile()), Identity: r.collector, Next: r.next,
 		Telemetry: r.telemetry, TelemetrySettings: r.settings.TelemetrySettings, Logger: r.settings.Logger,
-		MaxLabelBytes: r.cfg.MaxLabelValueLength,
+		MaxLabelBytes: r.cfg.Limits.MaxLabelValueLength, PushFolds: r.folds.pushed,
 	})
 	if err != nil {
 		return err
@@ -199,5 +209,6 @@ func (r *gatewayReceiver) Shutdown(ctx context.Context) error {
 		r.health = nil
 	}
 	errs = errors.Join(errs, r.flusher.stop(ctx))
+	r.folds.close()
 	return errs
 }

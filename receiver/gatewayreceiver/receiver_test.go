@@ -18,6 +18,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/otelgateway/otelgateway/internal/metadatacheck"
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -42,6 +45,8 @@ type harness struct {
 	tel      *componenttest.Telemetry
 	httpAddr string
 	grpcAddr string
+	// logs are the receiver's log lines at info and above.
+	logs *observer.ObservedLogs
 }
 
 // start runs a receiver on free loopback ports. The flush interval is long
@@ -67,6 +72,9 @@ func startOn(t *testing.T, host component.Host, next consumer.Metrics, mutate fu
 	}
 	set := receivertest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = h.tel.NewTelemetrySettings()
+	var core zapcore.Core
+	core, h.logs = observer.New(zapcore.InfoLevel)
+	set.Logger = zap.New(core)
 	r, err := newReceiver(cfg, set, next)
 	if err != nil {
 		t.Fatal(err)

@@ -166,7 +166,7 @@ func (in *ingest) chargeDecode(s *exportScratch, cost gateway.DecodeCost, weight
 	if limit := in.admit.Limit(); limit > 0 && cost.Bytes > limit {
 		return "decoding this OTLP " + encoding + " body would hold about " + strconv.FormatInt(cost.Bytes, 10) + " bytes (" +
 			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
-			" elements in all), more than max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
+			" elements in all), more than limits.max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
 	}
 	if !s.charge.Add(extra) {
 		return "", admission.BusyError(in.admit, s.charge.Bytes(), s.charge.Bytes()+extra)

@@ -237,7 +237,7 @@ func BenchmarkEnvoyPushToExporter(b *testing.B) {
 			defer func() { _ = exp.Shutdown(context.Background()) }()
 			pf := cumulativeprocessor.NewFactory()
 			pcfg := pf.CreateDefaultConfig().(*cumulativeprocessor.Config)
-			pcfg.MaxStreams = 200_000
+			pcfg.Limits.MaxStreams = 200_000
 			proc, err := pf.CreateMetrics(ctx, processortest.NewNopSettings(component.MustNewType("cumulative")), pcfg, exp)
 			if err != nil {
 				b.Fatal(err)

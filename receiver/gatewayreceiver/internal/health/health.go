@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
+	"github.com/otelgateway/otelgateway/internal/foldlog"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
@@ -51,8 +52,11 @@ type Settings struct {
 	TelemetrySettings component.TelemetrySettings
 	Logger            *zap.Logger
 	// MaxLabelBytes cuts the names a row keeps (the receiver's
-	// max_label_value_length; 0: none).
+	// limits.max_label_value_length; 0: none).
 	MaxLabelBytes int
+	// PushFolds logs pushed events refused by push.max_targets (the
+	// receiver's limits.max_pushed_targets); nil: not logged.
+	PushFolds *foldlog.Logger
 }
 
 // ErrNoMetricsPipeline is New's answer when there is nowhere to send the
@@ -67,6 +71,8 @@ type Health struct {
 	logger *zap.Logger
 	table  *table
 	em     *emitter
+	// pushFolds logs refusals by push.max_targets (Settings.PushFolds).
+	pushFolds *foldlog.Logger
 
 	pollers []*poller
 	// wake tells the emitter the table changed; one pending signal is
@@ -95,6 +101,7 @@ func New(set Settings) (*Health, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	h.pushFolds = set.PushFolds
 	h.em = &emitter{naming: set.Naming, identity: set.Identity, table: h.table, next: set.Next.ConsumeMetrics, logger: logger, tel: set.Telemetry}
 	return h, nil
 }

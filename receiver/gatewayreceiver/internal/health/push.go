@@ -89,7 +89,7 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 		// gigabytes, for a push no pusher sends.
 		h.tel.ReceiverGatewayHealthEvents.Add(ctx, 1, metric.WithAttributeSet(eventsRejected))
 		writePush(w, http.StatusRequestEntityTooLarge, pushResponse{Error: "a push carries at most " + strconv.Itoa(most) +
-			" events (health.push.max_targets, at least " + strconv.Itoa(minPushEvents) + "); this one carries " + strconv.Itoa(n)})
+			" events (limits.max_pushed_targets, at least " + strconv.Itoa(minPushEvents) + "); this one carries " + strconv.Itoa(n)})
 		return
 	}
 	events, rejected, err := gateway.DecodeHealthEvents(nil, body)
@@ -117,7 +117,7 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 				resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rejected[next].Index, Error: rejected[next].Msg})
 			}
 			resp.Rejected = append(resp.Rejected, rejectedEvent{Index: idx, Error: "refused: " + strconv.Itoa(maxPushed) +
-				" pushed targets are kept already (health.push.max_targets); an event about a new target is refused until pushed targets expire"})
+				" pushed targets are kept already (limits.max_pushed_targets); an event about a new target is refused until pushed targets expire"})
 		}
 	}
 	for ; next < len(rejected); next++ {
@@ -130,6 +130,7 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(resp.OutOfOrder), metric.WithAttributeSet(eventsOutOfOrder))
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(len(rejected)), metric.WithAttributeSet(eventsRejected))
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(overLimit), metric.WithAttributeSet(eventsOverLimit))
+	h.pushFolds.Folded(int64(overLimit))
 	code := http.StatusOK
 	if resp.Accepted == 0 && resp.OutOfOrder == 0 && len(resp.Rejected) > 0 {
 		code = http.StatusBadRequest

@@ -14,7 +14,7 @@ func (a *Aggregator) Add(events []gateway.Event) Counts {
 	c := a.counts
 	a.mu.Unlock()
 	return Counts{NotCounted: c.NotCounted - before.NotCounted, Overflowed: c.Overflowed - before.Overflowed,
-		Truncated: c.Truncated - before.Truncated}
+		GatewaysOverflowed: c.GatewaysOverflowed - before.GatewaysOverflowed, Truncated: c.Truncated - before.Truncated}
 }
 
 // add counts one event; the caller holds a.mu.

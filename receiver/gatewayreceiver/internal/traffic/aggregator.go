@@ -38,8 +38,8 @@ type Counts struct {
 	// kong profile).
 	NotCounted int64
 	// Overflowed are events folded into an overflow tuple (MaxTuples,
-	// MaxGateways).
-	Overflowed int64
+	// MaxGateways), GatewaysOverflowed those of them folded by MaxGateways.
+	Overflowed, GatewaysOverflowed int64
 	// Truncated are label values cut to MaxLabelBytes.
 	Truncated int64
 }

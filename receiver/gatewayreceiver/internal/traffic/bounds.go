@@ -67,8 +67,9 @@ const maxHandlesHint = 1 << 16
 
 // handlesHint is the handles map's initial size: the most tuples the
 // bounds allow (MaxTuples, plus an overflow tuple per gateway and one for
-// the rest), so that new tuples never grow the map. About 440 KiB for the
-// default bounds (10,011), allocated up front; 0 without MaxTuples.
+// the rest), so that new tuples never grow the map below maxHandlesHint.
+// About 2.8 MiB for the default bounds (capped at 65,536), allocated up
+// front; 0 without MaxTuples.
 func handlesHint(lim Limits) int {
 	if lim.MaxTuples <= 0 {
 		return 0
@@ -90,6 +91,7 @@ func (a *Aggregator) admit(k *tuple) *handle {
 			gw = g.key // the map's own copy: a new tuple of a held gateway allocates no key
 		} else if h.lim.MaxGateways > 0 && len(h.gateways) >= h.lim.MaxGateways {
 			a.counts.Overflowed++
+			a.counts.GatewaysOverflowed++
 			*k = gatewayOverflow
 			return a.overflowHandle(k, "")
 		} else {

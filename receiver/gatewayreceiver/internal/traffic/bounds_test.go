@@ -100,8 +100,8 @@ func TestHeldTupleMemory(t *testing.T) {
 		prof  *profile
 		event func(route string) gateway.Event
 		// budget is the most bytes a held tuple may cost: the README's
-		// figures (measured 1,143, 2,389, 4,810, 7,316, 1,991 and 5,927 B)
-		// with ~5 % room.
+		// figures (measured 1,143, 2,389, 4,810, 7,316, 1,991, 5,927, and
+		// 1,287 and 437 B under the kong and apisix profiles) with ~5 % room.
 		budget float64
 	}{
 		{"otel profile", &otelProfile, plain, 1200},
@@ -110,6 +110,8 @@ func TestHeldTupleMemory(t *testing.T) {
 		{"otel profile, exponential max_size 160, GenAI requests", expo, genAI, 7680},
 		{"otel profile, 256-byte labels", &otelProfile, long(plain), 2100},
 		{"otel profile, 256-byte labels, GenAI requests", &otelProfile, long(genAI), 6200},
+		{"kong profile", &kongProfile, plain, 1350},
+		{"apisix profile", &apisixProfile, plain, 460},
 	} {
 		t.Run(c.name, func(t *testing.T) { heldTupleMemory(t, c.name, c.prof, c.event, c.budget) })
 	}
@@ -136,4 +138,52 @@ func heldTupleMemory(t *testing.T, name string, prof *profile, event func(route 
 		t.Errorf("a held tuple costs %.0f B, want at most %.0f", per, budget)
 	}
 	runtime.KeepAlive(a)
+}
+
+// TestSeedGatewayMemory reports what the seeds' gateway costs the receiver
+// under each profile (the README's Limits table): a Kong with 10,000
+// routes, 2 methods and 3 status codes through one window, held at the
+// default limits. The otel profile holds 60,000 tuples, the kong and
+// apisix profiles 30,000 (their plugins have no method label). budget is
+// the most bytes per tuple, the figures measured (1,190, 939 and 618 B,
+// the default limits' map of tuples included) with ~5 % room.
+func TestSeedGatewayMemory(t *testing.T) {
+	for _, c := range []struct {
+		prof   *profile
+		tuples int
+		budget float64
+	}{
+		{&otelProfile, 60_000, 1250},
+		{&kongProfile, 30_000, 990},
+		{&apisixProfile, 30_000, 650},
+	} {
+		t.Run(c.prof.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			a := testAggregator(c.prof, defaultLimits)
+			for r := range 10_000 {
+				for _, m := range []string{"GET", "POST"} {
+					for _, s := range []int64{200, 404, 503} {
+						e := otelEvent("kong", "/api/v1/route-"+strconv.Itoa(r)+"/{id}")
+						e.Method, e.StatusCode = m, s
+						a.Add([]gateway.Event{e})
+					}
+				}
+			}
+			a.Take()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			held := a.HeldTuples()
+			heap := float64(after.HeapAlloc - before.HeapAlloc)
+			t.Logf("seed gateway, %s profile: %d tuples, %.1f MiB, %.0f B per tuple", c.prof.name, held, heap/(1<<20), heap/float64(held))
+			if held != c.tuples {
+				t.Fatalf("held %d tuples, want %d", held, c.tuples)
+			}
+			if per := heap / float64(held); per > c.budget {
+				t.Errorf("%.0f B per tuple, want at most %.0f", per, c.budget)
+			}
+			runtime.KeepAlive(a)
+		})
+	}
 }

@@ -18,8 +18,14 @@ const defaultMaxLabelBytes = 256
 // defaultExpoMaxSize is the receiver's default histogram.exponential.max_size.
 const defaultExpoMaxSize = 160
 
-// defaultMaxGateways is the receiver's default max_gateways.
+// defaultMaxGateways is the receiver's default limits.max_gateways.
 const defaultMaxGateways = 1000
+
+// defaultLimits are the receiver's default limits: limits.max_tuples,
+// limits.max_gateways, limits.max_label_value_length, and tuple_expiry (5m)
+// in flush windows (5s). The receiver's TestDefaultLimitsAreTraffics holds
+// them to its defaults.
+var defaultLimits = Limits{MaxTuples: 100_000, MaxGateways: defaultMaxGateways, ExpiryWindows: 60, MaxLabelBytes: defaultMaxLabelBytes}
 
 // testAggregator is an aggregator of prof with exemplars on (the receiver's
 // default) under lim.

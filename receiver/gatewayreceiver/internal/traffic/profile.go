@@ -43,6 +43,12 @@ func ProfileNames() []string {
 // in the profile's order.
 func MetricNames(profile string) []string { return profileByName(profile).metricNames() }
 
+// Families is the number of families of the named profile without the
+// metrics named in disabled: the streams one tuple can make downstream.
+func Families(profile string, disabled []string) int {
+	return len(profileByName(profile).withoutMetrics(disabled).families)
+}
+
 // profileByName returns the named profile (the default for an unknown name,
 // which validation refuses first).
 func profileByName(name string) *profile {

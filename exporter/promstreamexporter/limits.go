@@ -1,0 +1,96 @@
+package promstreamexporter
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.uber.org/zap"
+
+	"github.com/otelgateway/otelgateway/internal/foldlog"
+	"github.com/otelgateway/otelgateway/internal/rename"
+)
+
+// Every bound the exporter keeps on what it holds and serves is in the
+// `limits` section, here: its defaults, its validation, the keys it
+// replaced, and the log lines that say when a bound refuses series. The
+// README's "Limits" table documents each with its unit and the memory it
+// implies.
+
+const (
+	// defaultMaxSeries holds every series the pipeline behind it makes by
+	// default (TestDefaultBoundsAgree): the cumulative processor's default
+	// max_streams (1.25M, every stream of the gateway receiver's default
+	// tuples) and its overflow streams, the health gauges (a series per
+	// state, at most 8, of each of the receiver's default
+	// limits.max_pushed_targets, 100,000, and the seeds' 20,000 polled
+	// targets, and as many upstream counts: 1.92M at most), and target_info.
+	// A ceiling, not a reservation: series cost memory only when they exist
+	// (about 0.4 KiB a counter, 0.6 KiB a histogram of 15 buckets:
+	// TestMemoryPerSeries).
+	defaultMaxSeries  = 3_500_000
+	defaultMaxScrapes = 4
+)
+
+// LimitsConfig is the `limits` section.
+type LimitsConfig struct {
+	// MaxSeries bounds the series held; points that would create more are
+	// dropped and counted (0: no limit).
+	MaxSeries int64 `mapstructure:"max_series"`
+	// MaxConcurrentScrapes bounds scrapes served at once; beyond it a scrape
+	// gets 503 with Retry-After.
+	MaxConcurrentScrapes int `mapstructure:"max_concurrent_scrapes"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+func defaultLimits() LimitsConfig {
+	return LimitsConfig{MaxSeries: defaultMaxSeries, MaxConcurrentScrapes: defaultMaxScrapes}
+}
+
+func (l *LimitsConfig) validate() error {
+	var errs error
+	if l.MaxSeries < 0 {
+		errs = errors.Join(errs, fmt.Errorf("limits.max_series must not be negative, got %d", l.MaxSeries))
+	}
+	if l.MaxConcurrentScrapes <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("limits.max_concurrent_scrapes must be positive, got %d", l.MaxConcurrentScrapes))
+	}
+	return errs
+}
+
+// renamedKeys are the bounds' keys before the limits section: each still
+// works, with a deprecation warning at start. (Neither is a key of the
+// contrib exporter's, so drop-in configs never meet the warning.)
+var renamedKeys = []rename.Key{
+	{Old: "max_series", New: "limits::max_series"},
+	{Old: "max_concurrent_scrapes", New: "limits::max_concurrent_scrapes"},
+}
+
+// Unmarshal reads the config, taking each deprecated key of renamedKeys as
+// its new one.
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	moved, err := rename.Move(conf, renamedKeys)
+	if err != nil {
+		return err
+	}
+	if err := conf.Unmarshal(c); err != nil {
+		return err
+	}
+	c.renamed = moved
+	return nil
+}
+
+// newSeriesFolds is the log of limits.max_series (internal/foldlog).
+func newSeriesFolds(c *Config, log *zap.Logger) *foldlog.Logger {
+	if c.Limits.MaxSeries <= 0 {
+		return nil
+	}
+	return foldlog.New(log, foldlog.Bound{
+		Key: "limits.max_series", Limit: c.Limits.MaxSeries, Unit: "series", Counted: "points",
+		Folded: "points of new series are dropped (not exposed) until series go " + c.MetricExpiration.String() +
+			" (metric_expiration) without a point",
+		Cost: "about 0.4 KiB per counter or gauge series, 0.6 KiB per histogram series of 15 buckets",
+	})
+}
