@@ -43,6 +43,16 @@ const (
 	// internal/admission): with the decode weights below, one 20 MiB OTLP
 	// JSON export at a time, or hundreds of typical gateway batches.
 	defaultMaxInFlight = 64 << 20
+	// defaultAdmissionQueueSize is how many requests may wait for room in
+	// max_request_bytes_in_flight at once. A waiting request holds its
+	// connection and headers (a few KiB), never its body: 1,024 of them
+	// are a few MiB.
+	defaultAdmissionQueueSize = 1024
+	// defaultAdmissionQueueTimeout is how long one may wait: below the
+	// senders' own timeouts (APISIX http-logger 3 s, Kong's OpenTelemetry
+	// plugin 5 s, OTLP exporters 5–30 s), so that they get a 429 to retry
+	// rather than time out on a request the collector may still serve.
+	defaultAdmissionQueueTimeout = 2 * time.Second
 	// Timeouts of the HTTP server, on by default so a client that stops
 	// half-way through its headers or body cannot hold a connection (and
 	// its buffer) forever.
@@ -177,6 +187,14 @@ type Config struct {
 	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
 	// 0 turns the bound off.
 	MaxRequestBytesInFlight int64 `mapstructure:"max_request_bytes_in_flight"`
+	// AdmissionQueueSize is how many requests may wait, before their body
+	// is read, for room in max_request_bytes_in_flight; past it they are
+	// refused at once. 0: none waits.
+	AdmissionQueueSize int `mapstructure:"admission_queue_size"`
+	// AdmissionQueueTimeout is how long a request may wait for room (to be
+	// admitted, and again for each charge past what it reserved); then it
+	// is refused. 0: none waits.
+	AdmissionQueueTimeout time.Duration `mapstructure:"admission_queue_timeout"`
 	// GRPCReceiveTimeout ends a gRPC call whose message has not fully
 	// arrived this long after its headers (DEADLINE_EXCEEDED): gRPC holds
 	// what has arrived, and nothing else would end a client that stalls.
@@ -309,6 +327,8 @@ func createDefaultConfig() *Config {
 		MaxLabelValueLength: defaultMaxLabelValueLength,
 
 		MaxRequestBytesInFlight: defaultMaxInFlight,
+		AdmissionQueueSize:      defaultAdmissionQueueSize,
+		AdmissionQueueTimeout:   defaultAdmissionQueueTimeout,
 		GRPCReceiveTimeout:      defaultGRPCReceiveTimeout,
 		CollectorLabel:          defaultCollectorLabel,
 		Detect:                  "auto",
@@ -414,6 +434,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytesInFlight < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", c.MaxRequestBytesInFlight))
+	}
+	if c.AdmissionQueueSize < 0 {
+		errs = errors.Join(errs, fmt.Errorf("admission_queue_size must be 0 (no request waits) or positive, got %d", c.AdmissionQueueSize))
+	}
+	if c.AdmissionQueueTimeout < 0 {
+		errs = errors.Join(errs, fmt.Errorf("admission_queue_timeout must be 0 (no request waits) or positive, got %s", c.AdmissionQueueTimeout))
 	}
 	if c.MaxSeries < 0 {
 		errs = errors.Join(errs, fmt.Errorf("max_series must be 0 (no limit) or positive, got %d", c.MaxSeries))
