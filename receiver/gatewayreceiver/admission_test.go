@@ -27,8 +27,7 @@ import (
 )
 
 // holdBytes stands for another request holding n bytes of
-// max_request_bytes_in_flight (charged, so they do not expire as an unused
-// reservation would), until the test releases them.
+// max_request_bytes_in_flight, until the test releases them.
 func holdBytes(t *testing.T, h *harness, n int64) *admission.Charge {
 	t.Helper()
 	c, err := h.r.admit.Admit(context.Background(), admission.Request{})

@@ -192,8 +192,8 @@ type Config struct {
 	// refused at once. 0: none waits.
 	AdmissionQueueSize int `mapstructure:"admission_queue_size"`
 	// AdmissionQueueTimeout is how long a request may wait for room (to be
-	// admitted, and again for each charge past what it reserved); then it
-	// is refused. 0: none waits.
+	// admitted, and again for each charge that finds none as its body
+	// arrives and is decoded); then it is refused. 0: none waits.
 	AdmissionQueueTimeout time.Duration `mapstructure:"admission_queue_timeout"`
 	// GRPCReceiveTimeout ends a gRPC call whose message has not fully
 	// arrived this long after its headers (DEADLINE_EXCEEDED): gRPC holds

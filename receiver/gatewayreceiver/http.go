@@ -307,12 +307,12 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 }
 
 // admitRequest admits req against max_request_bytes_in_flight before its
-// body is read: it reserves the declared Content-Length times weight (what
-// reading and decoding the body will hold; nothing for a body of unknown
-// size, charged as it arrives) and waits in turn, at most
-// admission_queue_timeout, while others hold the room; a client refused so
-// keeps its turn by its address. The error wraps admission.ErrBusy: 429
-// with Retry-After.
+// body is read, waiting in turn (at most admission_queue_timeout) until its
+// need fits: the declared Content-Length times weight, what reading and
+// decoding the body will hold (0 for a body of unknown size). Nothing is
+// charged until the body arrives. A client refused for want of room keeps
+// its turn by its address. The error wraps admission.ErrBusy: 429 with
+// Retry-After.
 func (r *gatewayReceiver) admitRequest(req *http.Request, weight int64) (*admission.Charge, error) {
 	var need int64
 	if req.ContentLength > 0 {
