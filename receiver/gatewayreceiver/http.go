@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -67,10 +68,19 @@ func (r *gatewayReceiver) startHTTP(ctx context.Context, host component.Host) er
 	if r.health != nil && r.health.PushHandler() != nil {
 		mux.Handle(r.health.PushPath(), r.admitPush(r.health.PushHandler()))
 	}
-	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, mux,
+	srv, err := cfg.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings, countHTTP2Requests(mux),
 		confighttp.WithErrorHandler(r.decompressError))
 	if err != nil {
 		return err
+	}
+	// Each connection carries the count of its requests in flight, which
+	// only HTTP/2 can make more than one (admission.Conn).
+	connContext := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		return context.WithValue(ctx, connKey{}, new(admission.Conn))
 	}
 	ln, err := cfg.ToListener(ctx)
 	if err != nil {
@@ -235,8 +245,8 @@ func (r *gatewayReceiver) chargeDecode(s *exportScratch, cost gateway.DecodeCost
 			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
 			" elements in all), more than limits.max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
 	}
-	if !s.charge.Add(extra) {
-		return "", admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+extra)
+	if err := s.charge.Add(extra); err != nil {
+		return "", err
 	}
 	return "", nil
 }
@@ -249,9 +259,10 @@ const maxOTLPJSONDepth = 4*100 + 16
 
 // readBody reads the whole body into s's buffer, which the caller owns until
 // it puts s back. The body is admitted against max_request_bytes_in_flight
-// before it is read (a declared Content-Length that cannot fit gets 429 at
-// once) and charged as its bytes arrive, then for decoding (weight × its
-// size in all). One over max_request_body_size gets 413.
+// before it is read, in turn (admitRequest: it may wait for room; 429 when
+// it may not or waited too long) and charged as its bytes arrive, then for
+// decoding (weight × its size in all). One over max_request_body_size gets
+// 413.
 //
 // The request's scratch (its working memory) is taken only once the body is
 // in; the caller owns it and puts it back. On failure nothing is held.
@@ -263,16 +274,16 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 		r.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, oversized(req.ContentLength, limit))
 		return nil, false
 	}
-	if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weight) {
+	charge, err := r.admitRequest(req, weight)
+	if err != nil {
 		_ = req.Body.Close()
-		r.rejectBusy(req.Context(), w, enc, admission.BusyError(r.admit, 0, req.ContentLength*weight))
+		r.rejectBusy(req.Context(), w, enc, err)
 		return nil, false
 	}
-	charge := r.admit.NewCharge()
-	body, err := readAll(r.getBody(), admission.NewBody(req.Body, &charge))
+	body, err := readAll(r.getBody(), admission.NewBody(req.Body, charge), req.ContentLength)
 	_ = req.Body.Close()
-	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
-		err = admission.BusyError(r.admit, charge.Bytes(), int64(len(body))*weight)
+	if err == nil {
+		err = charge.Add(int64(len(body)) * (weight - 1))
 	}
 	if err == nil {
 		s := r.getScratch()
@@ -295,19 +306,59 @@ func (r *gatewayReceiver) readBody(w http.ResponseWriter, req *http.Request, enc
 	return nil, false
 }
 
-// minBuffer is the smallest body buffer; it grows (doubling) only as bytes
-// arrive, never to what a Content-Length announces, so a client that
-// announces a huge body and sends little costs little.
+// admitRequest admits req against max_request_bytes_in_flight before its
+// body is read, waiting in turn (at most admission_queue_timeout) until its
+// need fits: the declared Content-Length times weight, what reading and
+// decoding the body will hold (0 for a body of unknown size). Nothing is
+// charged until the body arrives. A client refused for want of room keeps
+// its turn by its address. The error wraps admission.ErrBusy: 429 with
+// Retry-After.
+func (r *gatewayReceiver) admitRequest(req *http.Request, weight int64) (*admission.Charge, error) {
+	var need int64
+	if req.ContentLength > 0 {
+		need = req.ContentLength * weight
+	}
+	var conn *admission.Conn
+	if req.ProtoMajor >= 2 {
+		conn, _ = req.Context().Value(connKey{}).(*admission.Conn)
+	}
+	client, _, _ := net.SplitHostPort(req.RemoteAddr)
+	return r.admit.Admit(req.Context(), admission.Request{Need: need, Conn: conn, Client: client})
+}
+
+// connKey keys a connection's *admission.Conn in its requests' contexts.
+type connKey struct{}
+
+// countHTTP2Requests counts each HTTP/2 request in its connection's
+// admission.Conn while it is served: an HTTP/2 request of a connection that
+// carries others never waits for admission (see admission.Limiter).
+func countHTTP2Requests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.ProtoMajor >= 2 {
+			if conn, ok := req.Context().Value(connKey{}).(*admission.Conn); ok {
+				conn.Enter()
+				defer conn.Leave()
+			}
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// minBuffer is the smallest body buffer; it grows only as bytes arrive
+// (growBody), never to what a Content-Length announces alone, so a client
+// that announces a huge body and sends little costs little.
 const minBuffer = 16 << 10
 
-// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer).
-func readAll(dst []byte, rd io.Reader) ([]byte, error) {
+// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer). size
+// is the body's declared size (Content-Length; 0 or less: unknown), the
+// most the buffer grows to while it holds no more (growBody).
+func readAll(dst []byte, rd io.Reader, size int64) ([]byte, error) {
 	if cap(dst) < minBuffer {
 		dst = make([]byte, 0, minBuffer)
 	}
 	for {
 		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
+			dst = growBody(dst, size)
 		}
 		n, err := rd.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
@@ -318,6 +369,24 @@ func readAll(dst []byte, rd io.Reader) ([]byte, error) {
 			return dst, err
 		}
 	}
+}
+
+// growBody returns full with room for more: twice its capacity, but no
+// more than the declared size (and a byte, to read the end without growing
+// again) while that is larger than what has arrived. Doubling keeps what a
+// body leaves behind (the buffers it outgrew, garbage until the next GC) at
+// most its own size; append's growth (1.25× past 256 bytes) left four times
+// a 19 MiB body behind, and copied it as often. Never more than twice what
+// has arrived: a client that announces a large body and sends little still
+// costs little.
+func growBody(full []byte, size int64) []byte {
+	n := 2 * cap(full)
+	if size > int64(len(full)) && size <= int64(n) {
+		n = int(size) + 1
+	}
+	b := make([]byte, len(full), n)
+	copy(b, full)
+	return b
 }
 
 // decompressError answers failures of confighttp's decompression (a corrupt
@@ -415,23 +484,23 @@ func encodingName(enc string) string {
 }
 
 // admitPush admits a health push against max_request_bytes_in_flight like
-// every other body: a declared Content-Length that cannot fit gets 429 before
-// anything is read, and the body is charged as it arrives (the push handler
-// answers a body refused half-way with 429 too).
+// every other body: in turn before anything is read (admitRequest; 429 when
+// refused), then charged as it arrives (the push handler answers a body
+// refused half-way with 429 too).
 func (r *gatewayReceiver) admitPush(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if limit := r.maxBodySize(); req.ContentLength > limit {
 			r.refusePush(w, req, http.StatusRequestEntityTooLarge, pushRejected, oversized(req.ContentLength, limit))
 			return
 		}
-		if req.ContentLength > 0 && !r.admit.Fits(req.ContentLength*weightLogJSON) {
+		charge, err := r.admitRequest(req, weightLogJSON)
+		if err != nil {
 			w.Header().Set("Retry-After", admission.RetryAfter)
-			r.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, admission.BusyError(r.admit, 0, req.ContentLength*weightLogJSON).Error())
+			r.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, err.Error())
 			return
 		}
-		charge := r.admit.NewCharge()
 		defer charge.Release()
-		req.Body = admission.NewBody(req.Body, &charge)
+		req.Body = admission.NewBody(req.Body, charge)
 		h.ServeHTTP(w, req)
 	})
 }

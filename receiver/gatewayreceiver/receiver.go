@@ -110,7 +110,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		telemetry: tb,
 		agg:       agg,
 		rates:     cfg.samplingRates(),
-		admit:     admission.New(cfg.Limits.MaxRequestBytesInFlight),
+		admit:     admission.New(cfg.Limits.MaxRequestBytesInFlight, cfg.Limits.AdmissionQueueSize, cfg.Limits.AdmissionQueueTimeout),
 		folds:     newFolds(cfg, set.Logger),
 		receiving: admission.NewReceiving(receivingSlots(cfg), receivingSlots(cfg)/connShareDiv, cfg.GRPCReceiveTimeout),
 	}
@@ -237,9 +237,10 @@ type exportScratch struct {
 	counter gateway.SpanCounter
 	events  []gateway.Event
 	body    []byte
-	// charge is what the request holds against max_request_bytes_in_flight;
+	// charge is what the request holds against max_request_bytes_in_flight
+	// (nil: nothing, as for the pdata a traces pipeline is handed);
 	// putScratch releases it.
-	charge admission.Charge
+	charge *admission.Charge
 	// collect appends an event to events (bound once, so passing it
 	// allocates nothing); collected counts the events it was handed.
 	collect   func(*gateway.Event)
@@ -261,12 +262,7 @@ const eventChunk = 1024
 func newScratch(r *gatewayReceiver, detect gateway.Kind, dims []gateway.AttrKey) *exportScratch {
 	s := &exportScratch{counter: gateway.SpanCounter{Detect: detect, Dimensions: dims}, r: r}
 	// What decoding a protobuf body builds is charged with its bytes.
-	s.counter.Reserve = func(n int64) error {
-		if s.charge.Add(n) {
-			return nil
-		}
-		return admission.BusyError(r.admit, s.charge.Bytes(), s.charge.Bytes()+n)
-	}
+	s.counter.Reserve = func(n int64) error { return s.charge.Add(n) }
 	s.collect = func(e *gateway.Event) {
 		s.events = append(s.events, *e)
 		s.collected++
@@ -297,9 +293,7 @@ const maxPooledBody = 256 << 10
 const maxPooledEvents = 4096
 
 func (r *gatewayReceiver) getScratch() *exportScratch {
-	s := r.scratch.Get().(*exportScratch)
-	s.charge = r.admit.NewCharge()
-	return s
+	return r.scratch.Get().(*exportScratch)
 }
 
 // getBody returns an empty body buffer, pooled when one is free.
@@ -323,6 +317,7 @@ func (r *gatewayReceiver) putBody(b []byte) {
 // stalled upload holds at most one pooled body buffer.
 func (r *gatewayReceiver) putScratch(s *exportScratch) {
 	s.charge.Release()
+	s.charge = nil
 	s.counter.Release()
 	clear(s.events)
 	s.events, s.collected, s.ctx = s.events[:0], 0, nil
