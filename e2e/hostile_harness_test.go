@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -49,12 +50,6 @@ func hostileConfig(httpExtra string) string {
 	}
 	cfg := strings.Replace(collectorConfig, limitLine, httpExtra, 1)
 	return strings.Replace(cfg, nameLine, nameLine+"    limits:\n      max_tuples: "+strconv.Itoa(hostileMaxTuples)+"\n", 1)
-}
-
-// startHostileCollector starts the collector on hostileConfig(httpExtra).
-func startHostileCollector(t *testing.T, httpExtra string) *collector {
-	t.Helper()
-	return startCollectorWith(t, hostileConfig(httpExtra), 4)
 }
 
 func (c *collector) pid() int { return c.proc.cmd.Process.Pid }
@@ -757,6 +752,15 @@ func (a *answers) checkAllAnswered(t *testing.T) {
 func newAttackClient() *http.Client {
 	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		MaxIdleConnsPerHost: 32, DisableCompression: true,
+	}}
+}
+
+// clientFrom is newAttackClient connecting from the loopback address ip
+// (any of 127.0.0.0/8 on Linux): a client of its own, as another gateway.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: 2, DisableCompression: true, DialContext: d.DialContext,
 	}}
 }
 

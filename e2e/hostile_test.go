@@ -15,9 +15,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +80,14 @@ type hostileRun struct {
 // and samples a baseline for a few seconds.
 func startHostileRun(t *testing.T, httpExtra string) *hostileRun {
 	t.Helper()
-	col := startHostileCollector(t, httpExtra)
+	return startHostileRunWith(t, hostileConfig(httpExtra))
+}
+
+// startHostileRunWith is startHostileRun on a config of its own (ports as
+// collectorConfig's).
+func startHostileRunWith(t *testing.T, config string) *hostileRun {
+	t.Helper()
+	col := startCollectorWith(t, config, 4)
 	mon := startMonitor(t, col, 200*time.Millisecond, time.Second)
 	good := startGoodSender(t, col, 200*time.Millisecond, 5, 3*time.Minute)
 	eventually(t, convergeTimeout, "the good traffic's tuples on the exporter", func() (bool, string) {
@@ -274,127 +283,250 @@ func testCardinality(t *testing.T) {
 // default 20 MiB so that ~20 MB exports are read, not refused with 413.
 const bigBodyLimit = 32 * mib
 
-// testBigConcurrentExports sends 16 exports of ~20 MB at once, half
-// protobuf, half JSON, each with a route of its own. The 64 MiB of
-// limits.max_request_bytes_in_flight let some through (200) and refuse the rest
-// with 429 and Retry-After; the accepted ones are counted exactly, the
-// refused ones not at all.
+// memoryLimiterMiB is the memory_limiter's limit_mib in the big exports'
+// pipeline: the issue's probe (spike_limit_mib: 20 %, so it refuses from a
+// Go heap of 160 MiB).
+const memoryLimiterMiB = 200
+
+// bigExportsConfig is hostileConfig with max_request_body_size raised to
+// bigBodyLimit and a memory_limiter before the cumulative processor, as the
+// distribution's default config has it, at memoryLimiterMiB.
+func bigExportsConfig() string {
+	cfg := hostileConfig(fmt.Sprintf("        max_request_body_size: %d\n", bigBodyLimit))
+	const procs, pipeline = "processors:\n", "processors: [cumulative]"
+	if !strings.Contains(cfg, procs) || !strings.Contains(cfg, pipeline) {
+		panic("collectorConfig changed: bigExportsConfig cannot add the memory_limiter")
+	}
+	cfg = strings.Replace(cfg, procs, fmt.Sprintf("%s  memory_limiter:\n    check_interval: 1s\n    limit_mib: %d\n", procs, memoryLimiterMiB), 1)
+	return strings.Replace(cfg, pipeline, "processors: [memory_limiter, cumulative]", 1)
+}
+
+// bigProbeFor is how long the big exports' probe runs, and bigMaxGap the
+// longest the collector may go without accepting an export (the slowest, a
+// 20 MB JSON body decoded alone, takes ~1 s on a busy 2-core machine; the
+// queue refuses a waiter after 2 s).
+const (
+	bigProbeFor = 20 * time.Second
+	bigMaxGap   = 8 * time.Second
+)
+
+// testBigConcurrentExports is the issue's probe: 16 senders (gateways, each
+// from an address of its own), each exporting ~20 MB (8 protobuf, 8 JSON;
+// one route each) again and again for bigProbeFor, start at once, retry a
+// 429 after its Retry-After as an OTLP exporter does and send their next
+// export as soon as one is accepted (a backlog), with memory_limiter at 200
+// MiB in the pipeline: more than the collector can decode. The admission
+// queue must serve them in turn: the collector accepts an export at least
+// every bigMaxGap, every sender is served (none starves), every answer is
+// 200 or 429 with Retry-After, the accepted exports are counted exactly
+// (the refused ones not at all) and the 429s and 200s equal the receiver's
+// throttled and accepted counts. Before the queue no JSON export was ever
+// accepted (it weighs more than the bound, so it needed the receiver to
+// itself, which it never had) and 12 of the 16 senders were never served:
+// each export admitted against an empty bound read a few MiB and was
+// refused because the others held the rest. Now each is served 3 or 4
+// times (without kept turns, admission.KeepTurnFor, the JSON senders got
+// once or twice each).
 func testBigConcurrentExports(t *testing.T) {
+	h := startHostileRunWith(t, bigExportsConfig())
+	p := runBigExports(t, h, bigProbeFor)
+	t.Logf("%s: %s", p.took.Round(time.Millisecond), p)
+	if p.starved() > 0 {
+		t.Errorf("%d of %d senders never served in %s", p.starved(), len(p.exports), bigProbeFor)
+	}
+	p.checkProgress(t)
+	p.checkCounted(t, h)
+	h.finish(t, bigExportRSSBound, 0, scrapeBound)
+	p.checkTelemetry(t, h)
+
+	// The README promises that a lone request always passes admission,
+	// and nothing refuses once the big exports are over.
+	t.Run("lone_20MB_json", func(t *testing.T) {
+		lone := newAnswers()
+		status, _, msg := postCount(p.client, lone, h.col.tracesURL(), "application/json", p.exports[1].body)
+		if status != http.StatusOK {
+			// Its own bytes never count against it (internal/admission).
+			t.Fatalf("a lone ~20 MB OTLP JSON export: status %d on an idle receiver, want 200: %s", status, truncate(msg))
+		}
+	})
+}
+
+// bigExport is one sender of the big exports' probe.
+type bigExport struct {
+	route, ct string
+	body      []byte
+	spans     int
+	accepted  atomic.Int64
+}
+
+// bigExportsProbe is what runBigExports saw.
+type bigExportsProbe struct {
+	client  *http.Client
+	exports []bigExport
+	ans     *answers
+	took    time.Duration
+	mu      sync.Mutex
+	at      []time.Duration // since the start, one per accepted export
+	spansAt []int
+}
+
+const bigExportsJob = "hostile-big"
+
+// runBigExports starts 16 senders of ~20 MB exports at once, each from a
+// loopback address of its own (127.0.0.10 on). Each sends its export again
+// and again for probeFor: at once after a 200, after its Retry-After after
+// a 429. Every other answer is an error.
+func runBigExports(t *testing.T, h *hostileRun, probeFor time.Duration) *bigExportsProbe {
+	t.Helper()
 	const (
 		n    = 16
 		size = 20_000_000
-		job  = "hostile-big"
 	)
-	h := startHostileRun(t, fmt.Sprintf("        max_request_body_size: %d\n", bigBodyLimit))
-	type export struct {
-		route, ct string
-		body      []byte
-		spans     int
+	// One body of each encoding is built (slow under -race), and each
+	// sender's is a copy with its own route, of the same length.
+	const protoRoute, jsonRoute = "/big/proto/00", "/big/json/00"
+	pe := newProtoExport().resource(bigExportsJob)
+	protoSpans := 0
+	for len(pe.body) < size-2048 {
+		const pad = 1000
+		pe.span("POST", protoRoute, 200, pad)
+		protoSpans++
 	}
-	exports := make([]export, n)
-	for i := range exports {
-		e := &exports[i]
+	protoBody := pe.bytes()
+	jsonBody, jsonSpans := bigJSONExport(bigExportsJob, jsonRoute, size)
+	p := &bigExportsProbe{client: newAttackClient(), exports: make([]bigExport, n), ans: newAnswers()}
+	clients := make([]*http.Client, n)
+	for i := range clients {
+		clients[i] = clientFrom(fmt.Sprintf("127.0.0.%d", 10+i))
+	}
+	for i := range p.exports {
+		e := &p.exports[i]
 		if i%2 == 0 {
-			e.route, e.ct = fmt.Sprintf("/big/proto/%d", i), "application/x-protobuf"
-			p := newProtoExport().resource(job)
-			const pad = 1000
-			for len(p.body) < size-2048 {
-				p.span("POST", e.route, 200, pad)
-				e.spans++
-			}
-			e.body = p.bytes()
+			e.route, e.ct, e.spans = fmt.Sprintf("/big/proto/%02d", i), "application/x-protobuf", protoSpans
+			e.body = bytes.ReplaceAll(protoBody, []byte(protoRoute), []byte(e.route))
 		} else {
-			e.route, e.ct = fmt.Sprintf("/big/json/%d", i), "application/json"
-			e.body, e.spans = bigJSONExport(job, e.route, size)
+			e.route, e.ct, e.spans = fmt.Sprintf("/big/json/%02d", i), "application/json", jsonSpans
+			e.body = bytes.ReplaceAll(jsonBody, []byte(jsonRoute), []byte(e.route))
 		}
 	}
-	t.Logf("%d exports of %.1f–%.1f MB (%d–%d spans each)", n,
-		float64(len(exports[0].body))/1e6, float64(len(exports[1].body))/1e6, exports[0].spans, exports[1].spans)
+	t.Logf("%d senders of %.1f–%.1f MB exports (%d–%d spans each)", n,
+		float64(len(p.exports[0].body))/1e6, float64(len(p.exports[1].body))/1e6, protoSpans, jsonSpans)
 
-	client := newAttackClient()
-	ans := newAnswers()
-	results := make([]int, n)
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
-	for i := range exports {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-gate
-			status, retryAfter, msg := postCount(client, ans, h.col.tracesURL(), exports[i].ct, exports[i].body)
-			results[i] = status
-			if status == http.StatusTooManyRequests && retryAfter == "" {
-				t.Errorf("export %d: 429 without Retry-After", i)
-			}
-			if status != http.StatusOK && status != http.StatusTooManyRequests {
-				t.Errorf("export %d (%s): status %d, want 200 or 429: %s", i, exports[i].ct, status, truncate(msg))
-			}
-		}()
-	}
 	start := time.Now()
+	for i := range p.exports {
+		e := &p.exports[i]
+		wg.Go(func() {
+			<-gate
+			for time.Since(start) < probeFor {
+				status, retryAfter, msg := postCount(clients[i], p.ans, h.col.tracesURL(), e.ct, e.body)
+				switch {
+				case status == http.StatusOK:
+					e.accepted.Add(1)
+					p.mu.Lock()
+					p.at = append(p.at, time.Since(start))
+					p.spansAt = append(p.spansAt, e.spans)
+					p.mu.Unlock()
+				case status == http.StatusTooManyRequests && retryAfter != "":
+					secs, _ := strconv.Atoi(retryAfter)
+					time.Sleep(time.Duration(max(secs, 1)) * time.Second)
+				default:
+					t.Errorf("sender %d (%s): status %d (Retry-After %q), want 200 or 429 with Retry-After: %s", i, e.ct, status, retryAfter, truncate(msg))
+					return
+				}
+			}
+		})
+	}
 	close(gate)
 	wg.Wait()
-	t.Logf("16 concurrent exports answered in %s: %s (by export: %v)", time.Since(start).Round(time.Millisecond), ans, results)
-	ans.checkAllAnswered(t)
-	if ans.get(http.StatusOK) == 0 || ans.get(http.StatusTooManyRequests) == 0 {
-		t.Errorf("want some 200 and some 429, got %s", ans)
-	}
+	p.took = time.Since(start)
+	p.ans.checkAllAnswered(t)
+	return p
+}
 
-	// A refused export (protobuf or JSON) goes through when retried after
-	// its Retry-After with nothing else big in flight, as an OTLP exporter
-	// would. The good traffic keeps running: a JSON export of 20 MB weighs
-	// more than the whole bound (4x), so it passes only alone, and a good
-	// request in flight at that moment earns it another 429 and another
-	// retry, as it would an exporter's.
-	retried := newAnswers()
-	for i, e := range exports {
-		if results[i] != http.StatusTooManyRequests {
-			continue
-		}
-		for attempt := 1; ; attempt++ {
-			time.Sleep(time.Second)
-			status, _, msg := postCount(client, retried, h.col.tracesURL(), e.ct, e.body)
-			if status == http.StatusOK {
-				results[i] = status
-				break
-			}
-			if status != http.StatusTooManyRequests || attempt == 5 {
-				t.Errorf("export %d retried alone (attempt %d): status %d, want 200: %s", i, attempt, status, truncate(msg))
-				break
-			}
+// starved is the number of senders never served.
+func (p *bigExportsProbe) starved() int {
+	n := 0
+	for i := range p.exports {
+		if p.exports[i].accepted.Load() == 0 {
+			n++
 		}
 	}
-	t.Logf("the refused exports retried one at a time after Retry-After: %s", retried)
-	retried.checkAllAnswered(t)
+	return n
+}
 
+// timeline is the spans accepted in each second since the start, and the
+// longest time without an accepted export (from the start to the end).
+func (p *bigExportsProbe) timeline() ([]int, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	perSecond := make([]int, int(p.took/time.Second)+1)
+	idx := make([]int, len(p.at))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return p.at[idx[a]] < p.at[idx[b]] })
+	var gap, last time.Duration
+	for _, i := range idx {
+		perSecond[min(int(p.at[i]/time.Second), len(perSecond)-1)] += p.spansAt[i]
+		gap, last = max(gap, p.at[i]-last), p.at[i]
+	}
+	return perSecond, max(gap, p.took-last)
+}
+
+func (p *bigExportsProbe) String() string {
+	served := make([]int64, len(p.exports))
+	total := int64(0)
+	for i := range p.exports {
+		served[i] = p.exports[i].accepted.Load()
+		total += served[i]
+	}
+	perSecond, gap := p.timeline()
+	return fmt.Sprintf("answers %s; %d exports accepted (by sender: %v); spans accepted per second: %v; longest time without an accepted export: %s",
+		p.ans, total, served, perSecond, gap.Round(time.Millisecond))
+}
+
+// checkProgress fails when the collector went longer than bigMaxGap without
+// accepting an export.
+func (p *bigExportsProbe) checkProgress(t *testing.T) {
+	t.Helper()
+	if _, gap := p.timeline(); gap > bigMaxGap {
+		t.Errorf("%s without an accepted export, want at most %s: admission must always make progress", gap.Round(time.Millisecond), bigMaxGap)
+	}
+}
+
+// checkCounted waits until the exporter shows exactly the accepted exports.
+func (p *bigExportsProbe) checkCounted(t *testing.T, h *hostileRun) {
+	t.Helper()
 	want := expectedCounts{}
-	for i, e := range exports {
-		if results[i] == http.StatusOK {
-			want.add(map[string]string{"job": job, "http_route": e.route,
-				"http_request_method": "POST", "http_response_status_code": "200"}, e.spans)
+	for i := range p.exports {
+		if k := p.exports[i].accepted.Load(); k > 0 {
+			want.add(map[string]string{"job": bigExportsJob, "http_route": p.exports[i].route,
+				"http_request_method": "POST", "http_response_status_code": "200"}, int(k)*p.exports[i].spans)
 		}
 	}
 	eventually(t, convergeTimeout, "the accepted big exports counted exactly", func() (bool, string) {
-		got, _, err := scrapeFamily(h.col, metricName, func(l string) bool { return strings.Contains(l, `job="`+job+`"`) })
+		got, _, err := scrapeFamily(h.col, metricName, func(l string) bool { return strings.Contains(l, `job="`+bigExportsJob+`"`) })
 		if err != nil {
 			return false, err.Error()
 		}
 		diff := diffCounts(got, want.exported())
 		return diff == "", diff
 	})
-	h.finish(t, bigExportRSSBound, 0, scrapeBound)
-	waitTelemetry(t, h.col, telemetryName, requestsOutcome("throttled"), float64(ans.get(http.StatusTooManyRequests)+retried.get(http.StatusTooManyRequests))+float64(h.good.throttled.Load()))
-	waitTelemetry(t, h.col, telemetryName, requestsOutcome("accepted"), float64(ans.get(http.StatusOK)+retried.get(http.StatusOK))+float64(h.good.requests.Load()))
+}
 
-	// The README promises that a lone request always passes admission.
-	t.Run("lone_20MB_json", func(t *testing.T) {
-		lone := newAnswers()
-		status, _, msg := postCount(client, lone, h.col.tracesURL(), "application/json", exports[1].body)
-		if status != http.StatusOK {
-			// Its own bytes never count against it (internal/admission).
-			t.Fatalf("a lone ~20 MB OTLP JSON export: status %d on an idle receiver, want 200: %s", status, truncate(msg))
-		}
-	})
+// checkTelemetry requires the receiver's throttled and accepted counts to
+// equal what the senders and the good traffic saw, and logs what the
+// memory_limiter refused (the receiver keeps refused points for its next
+// flush: counted all the same, checked by checkCounted).
+func (p *bigExportsProbe) checkTelemetry(t *testing.T, h *hostileRun) {
+	t.Helper()
+	waitTelemetry(t, h.col, telemetryName, requestsOutcome("throttled"), float64(p.ans.get(http.StatusTooManyRequests))+float64(h.good.throttled.Load()))
+	waitTelemetry(t, h.col, telemetryName, requestsOutcome("accepted"), float64(p.ans.get(http.StatusOK))+float64(h.good.requests.Load()))
+	refused, err := telemetryValue(h.col, "otelcol_processor_memory_limiter_refused_metric_points", map[string]string{})
+	retried, err2 := telemetryValue(h.col, "otelcol_receiver_gateway_flushed_points", map[string]string{"outcome": "retried"})
+	t.Logf("memory_limiter refused %v metric points (%v); the receiver kept %v for a later flush (%v)", refused, err, retried, err2)
 }
 
 // ---------------------------------------------------------------------------
@@ -634,9 +766,12 @@ func testDeepNesting(t *testing.T) {
 // empty resources, three times each, are refused (413, too_large) before
 // decoding; 20 MiB log batches of empty entries are answered 400 without
 // listing 7 million errors; 16 bodies of 250,000 empty spans (0.75 MB each,
-// ~57 MB in pdata) sent at once are admitted by what they cost (200 or 429). RSS
-// stays far below what decoding them all would take (4.1 GB for one 20 MiB
-// body, 2.2 GB for the 16), and the good traffic is counted exactly.
+// ~57 MB in pdata) sent at once are admitted by their size, then charged
+// what they cost, so decoded one at a time (200; those that found no room
+// within admission_queue_timeout get 429: 11 of 16 on a busy 2-core
+// machine). RSS stays far below what decoding them all would take (4.1 GB
+// for one 20 MiB body, 2.2 GB for the 16), and the good traffic is counted
+// exactly.
 func testJSONFlood(t *testing.T) {
 	const (
 		big    = 20 << 20
@@ -718,9 +853,11 @@ func testJSONFlood(t *testing.T) {
 	wg.Wait()
 	t.Logf("answers: %s", ans)
 	ans.checkAllAnswered(t)
-	if ans.get(http.StatusTooManyRequests) == 0 {
-		t.Errorf("%d bodies of %d empty spans at once all admitted: each should be charged what it costs", at, medium)
+	if ans.get(http.StatusOK) == 0 {
+		t.Errorf("none of %d bodies of %d empty spans sent at once was served: they must be served in turn", at, medium)
 	}
+	// They cost ~57 MB each in pdata: decoded one at a time, not all at
+	// once, which the RSS bound (finish) holds.
 	waitTelemetry(t, h.col, telemetryName, requestsOutcome("too_large"), float64(2*rounds))
 	waitTelemetry(t, h.col, telemetryName, requestsOutcome("malformed"), float64(len(logs)))
 	h.finish(t, jsonFloodRSSBound, 0, scrapeBound)

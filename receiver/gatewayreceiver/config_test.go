@@ -32,6 +32,9 @@ func TestConfig(t *testing.T) {
 			if c.FlushInterval != defaultFlushInterval {
 				t.Errorf("flush_interval = %v, want %v", c.FlushInterval, defaultFlushInterval)
 			}
+			if c.Limits.AdmissionQueueSize != 1024 || c.Limits.AdmissionQueueTimeout != 2*time.Second {
+				t.Errorf("admission_queue_size %d, admission_queue_timeout %v; want 1024 and 2s", c.Limits.AdmissionQueueSize, c.Limits.AdmissionQueueTimeout)
+			}
 			if c.GRPCReceiveTimeout != 30*time.Second || receivingSlots(c) != 32 {
 				t.Errorf("grpc_receive_timeout %v, %d receiving slots; want 30s and 32 (64 MiB / 4 MiB is less)", c.GRPCReceiveTimeout, receivingSlots(c))
 			}
@@ -64,6 +67,13 @@ func TestConfig(t *testing.T) {
 			}
 		}},
 		{file: "bad_grpc_receive_timeout.yaml", wantError: "grpc_receive_timeout must be 0 (off) or positive, got -1s"},
+		{file: "admission_queue.yaml", check: func(t *testing.T, c *Config) {
+			if c.Limits.AdmissionQueueSize != 64 || c.Limits.AdmissionQueueTimeout != 500*time.Millisecond {
+				t.Errorf("admission_queue_size %d, admission_queue_timeout %v; want 64 and 500ms", c.Limits.AdmissionQueueSize, c.Limits.AdmissionQueueTimeout)
+			}
+		}},
+		{file: "bad_admission_queue_size.yaml", wantError: "limits.admission_queue_size must be 0 (no request waits) or positive, got -1"},
+		{file: "bad_admission_queue_timeout.yaml", wantError: "limits.admission_queue_timeout must be 0 (no request waits) or positive, got -2s"},
 		{file: "http_only.yaml", check: func(t *testing.T, c *Config) {
 			if c.Protocols.GRPC.HasValue() {
 				t.Error("grpc is enabled, want disabled")
@@ -102,7 +112,8 @@ func TestConfig(t *testing.T) {
 		// The keys the limits section replaced still work, each taken as
 		// its new key (and warned about when the receiver is created).
 		{file: "deprecated_limits.yaml", check: func(t *testing.T, c *Config) {
-			want := LimitsConfig{MaxTuples: 500, MaxGateways: 7, MaxLabelValueLength: 64, MaxRequestBytesInFlight: 1 << 20, MaxPushedTargets: 300}
+			want := LimitsConfig{MaxTuples: 500, MaxGateways: 7, MaxLabelValueLength: 64, MaxRequestBytesInFlight: 1 << 20, MaxPushedTargets: 300,
+				AdmissionQueueSize: defaultAdmissionQueueSize, AdmissionQueueTimeout: defaultAdmissionQueueTimeout}
 			if c.Limits != want {
 				t.Errorf("limits %+v, want %+v", c.Limits, want)
 			}

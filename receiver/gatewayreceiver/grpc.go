@@ -3,6 +3,7 @@ package gatewayreceiver
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -18,13 +19,16 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
@@ -308,8 +312,9 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	})
 }
 
-// admitStream refuses a new call before its message is read while
-// max_request_bytes_in_flight is used up, or while every receiving slot is
+// admitStream refuses a new call before its message is read while the
+// admission queue in front of max_request_bytes_in_flight is full (or, with
+// no queue, the bound is used up), or while every receiving slot is
 // taken by a call younger than a second (Unavailable: OTLP exporters retry
 // it), or when the server's authenticator (auth:) refuses its headers
 // (Unauthenticated, as configgrpc answers); otherwise the call takes a
@@ -321,9 +326,10 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 // (fetching keys from an identity provider) delays that connection's other
 // calls until it returns.
 func (g *grpcServer) admitStream(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if g.ingest.admit.Full() {
+	if g.ingest.admit.QueueFull() {
 		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		return ctx, status.Error(codes.Unavailable, admission.BusyError(g.ingest.admit, 0, 0).Error())
+		return ctx, busyStatus("every place of the admission queue (limits.admission_queue_size) is taken, or the calls waiting " +
+			"in it hold limits.max_request_bytes_in_flight; retry later")
 	}
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // refused by gRPC before anything is read
@@ -362,14 +368,22 @@ func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportRespon
 	if in.nextTraces != nil {
 		weight = weightPdataProto
 	}
-	if !s.charge.Add(int64(len(s.body)) * weight) {
+	// The message has arrived (gRPC reads it before a handler can see its
+	// size): the call waits in turn holding it, which the queue bounds.
+	need := int64(len(s.body)) * weight
+	charge, err := in.admit.Admit(ctx, admission.Request{Need: need, Holding: int64(len(s.body)), Client: clientOf(ctx)})
+	if err == nil {
+		s.charge = charge
+		err = charge.Add(need)
+	}
+	if err != nil {
 		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		return nil, status.Error(codes.Unavailable, admission.BusyError(in.admit, s.charge.Bytes(), s.charge.Bytes()+int64(len(s.body))*weight).Error())
+		return nil, busyStatus(err.Error())
 	}
 	if in.nextTraces == nil {
 		if err := in.proto(ctx, s, s.body); errors.Is(err, admission.ErrBusy) {
 			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-			return nil, status.Error(codes.Unavailable, err.Error())
+			return nil, busyStatus(err.Error())
 		} else if err != nil {
 			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
@@ -380,7 +394,7 @@ func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportRespon
 			return nil, status.Error(codes.ResourceExhausted, tooLarge) // counted too_large by refusalCounter
 		case busy != nil:
 			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-			return nil, status.Error(codes.Unavailable, busy.Error())
+			return nil, busyStatus(busy.Error())
 		}
 		req := ptraceotlp.NewExportRequest()
 		if err := req.UnmarshalProto(s.body); err != nil {
@@ -397,4 +411,31 @@ func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportRespon
 	}
 	g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
 	return &exportResponse{}, nil
+}
+
+// busyStatus is the answer of a call refused for room in
+// max_request_bytes_in_flight: Unavailable, which the OTLP specification
+// has servers answer when they cannot keep up (clients retry it), with
+// RetryInfo saying when, as HTTP's Retry-After does (the collector's OTLP
+// exporter waits that long instead of its own backoff).
+func busyStatus(msg string) error {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(admission.RetryDelay)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// clientOf is the address (IP) of the call's client, by which a client
+// refused for want of room keeps its turn (admission.Request.Client).
+func clientOf(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(p.Addr.String())
+	return host
 }

@@ -32,15 +32,18 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
-// While max_request_bytes_in_flight is held by other requests, every ingest
-// path refuses a new body before reading it (a declared size that cannot
-// fit) or as it arrives (a chunked one): HTTP 429 with Retry-After, gRPC
+// Without an admission queue (admission_queue_timeout: 0), while
+// max_request_bytes_in_flight is held by other requests, every ingest path
+// refuses a new body before reading it (a declared size that cannot fit) or
+// as it arrives (a chunked one): HTTP 429 with Retry-After, gRPC
 // Unavailable, counted as throttled; nothing of it is counted. Once the
 // bytes are released the same requests are accepted and counted exactly.
+// (With the queue they wait: TestAdmissionWaitsInTurn.)
 func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) {
 		c.Limits.MaxRequestBytesInFlight = 64 << 10
+		c.Limits.AdmissionQueueTimeout = 0
 		c.Health = configoptional.Some(defaultHealthConfig())
 	})
 	body := protoBody(t, kongExport("GET", "/held", 200))
@@ -77,10 +80,7 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	}
 
 	// Another request holds all but 100 bytes.
-	held := h.r.ingest.admit.NewCharge()
-	if !held.Add(64<<10 - 100) {
-		t.Fatal("could not hold the budget")
-	}
+	held := holdBytes(t, h, 64<<10-100)
 	for _, chunked := range []bool{false, true} {
 		for name, code := range send(chunked) {
 			if code != http.StatusTooManyRequests {
@@ -89,8 +89,7 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 		}
 	}
 	// Full: a new gRPC call is refused before its message is read.
-	more := h.r.ingest.admit.NewCharge()
-	more.Add(100)
+	more := holdBytes(t, h, 100)
 	if err := grpcExport(); status.Code(err) != codes.Unavailable {
 		t.Errorf("gRPC while full: %v, want Unavailable", err)
 	}
@@ -173,7 +172,9 @@ func TestDeepOTLPJSONIsRefused(t *testing.T) {
 // before pdata decodes a byte. A legitimate export is charged as before.
 func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, nil) // max_request_bytes_in_flight: 64 MiB
+	// max_request_bytes_in_flight: 64 MiB; no queue, so that a request
+	// without room is refused at once.
+	h := start(t, sink, func(c *Config) { c.Limits.AdmissionQueueTimeout = 0 })
 	spans := func(n int) []byte {
 		return []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[` + strings.TrimSuffix(strings.Repeat("{},", n), ",") + `]}]}]}`)
 	}
@@ -184,14 +185,11 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	}
 	// 100,000 (~23 MB in pdata) fit, but not while others hold the room:
 	// charged the estimate, not 4× their 0.3 MB.
-	other := int64(60 << 20)
-	if !h.r.ingest.admit.Acquire(other) {
-		t.Fatal("could not hold the room")
-	}
+	other := holdBytes(t, h, 60<<20)
 	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusTooManyRequests {
 		t.Fatalf("100,000 empty spans while 60 MiB are held: %d %s, want 429", code, msg)
 	}
-	h.r.ingest.admit.Release(other)
+	other.Release()
 	if code, msg := post(t, h.httpAddr, jsonContentType, spans(100_000)); code != http.StatusOK {
 		t.Fatalf("100,000 empty spans alone: %d %s, want 200", code, msg)
 	}
@@ -372,11 +370,14 @@ func TestOversizedGRPCMessageIsCounted(t *testing.T) {
 // the span records and events it builds are charged to the request as they
 // grow. Alone, the request still gets through whatever its cost; while
 // other requests hold bytes, one whose decoding would pass the bound is
-// refused (429, retry later, counted as throttled) and counts nothing, over
-// HTTP and gRPC.
+// refused (429, retry later, counted as throttled; here with no admission
+// queue, at once) and counts nothing, over HTTP and gRPC.
 func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.Limits.MaxRequestBytesInFlight = 1 << 20 })
+	h := start(t, sink, func(c *Config) {
+		c.Limits.MaxRequestBytesInFlight = 1 << 20
+		c.Limits.AdmissionQueueTimeout = 0 // refused at once rather than after a wait
+	})
 	td := ptrace.NewTraces()
 	for i := range 5000 {
 		kongExport("GET", "/r/"+strconv.Itoa(i%3), 200).ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
@@ -394,9 +395,7 @@ func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 		t.Fatalf("body %d bytes: it should fit the bound, only its decoding should not", len(body))
 	}
 	// Other requests hold half the bound.
-	if !h.r.ingest.admit.Acquire(512 << 10) {
-		t.Fatal("could not hold bytes")
-	}
+	held := holdBytes(t, h, 512<<10)
 	resp, err := http.Post("http://"+h.httpAddr+tracesURLPath, pbContentType, strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +413,7 @@ func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("gRPC while others hold bytes: %v, want Unavailable", err)
 	}
-	h.r.ingest.admit.Release(512 << 10)
+	held.Release()
 	if code, msg := post(t, h.httpAddr, pbContentType, body); code != http.StatusOK {
 		t.Fatalf("alone: %d %s", code, msg)
 	}

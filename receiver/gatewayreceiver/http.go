@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,10 +79,19 @@ func (h *httpServer) start(ctx context.Context, host component.Host, set receive
 	if push != nil {
 		mux.Handle(pushPath, h.admitPush(push))
 	}
-	srv, err := h.cfg.ToServer(ctx, host.GetExtensions(), set.TelemetrySettings, mux,
+	srv, err := h.cfg.ToServer(ctx, host.GetExtensions(), set.TelemetrySettings, countHTTP2Requests(mux),
 		confighttp.WithErrorHandler(h.decompressError))
 	if err != nil {
 		return err
+	}
+	// Each connection carries the count of its requests in flight, which
+	// only HTTP/2 can make more than one (admission.Conn).
+	connContext := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		return context.WithValue(ctx, connKey{}, new(admission.Conn))
 	}
 	ln, err := h.cfg.ToListener(ctx)
 	if err != nil {
@@ -232,9 +242,10 @@ const maxOTLPJSONDepth = 4*100 + 16
 
 // readBody reads the whole body into s's buffer, which the caller owns until
 // it puts s back. The body is admitted against max_request_bytes_in_flight
-// before it is read (a declared Content-Length that cannot fit gets 429 at
-// once) and charged as its bytes arrive, then for decoding (weight × its
-// size in all). One over max_request_body_size gets 413.
+// before it is read, in turn (admitRequest: it may wait for room; 429 when
+// it may not or waited too long) and charged as its bytes arrive, then for
+// decoding (weight × its size in all). One over max_request_body_size gets
+// 413.
 //
 // The request's scratch (its working memory) is taken only once the body is
 // in; the caller owns it and puts it back. On failure nothing is held.
@@ -246,16 +257,16 @@ func (h *httpServer) readBody(w http.ResponseWriter, req *http.Request, enc stri
 		h.reject(req.Context(), w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, oversized(req.ContentLength, limit))
 		return nil, false
 	}
-	if req.ContentLength > 0 && !h.ingest.admit.Fits(req.ContentLength*weight) {
+	charge, err := h.admitRequest(req, weight)
+	if err != nil {
 		_ = req.Body.Close()
-		h.rejectBusy(req.Context(), w, enc, admission.BusyError(h.ingest.admit, 0, req.ContentLength*weight))
+		h.rejectBusy(req.Context(), w, enc, err)
 		return nil, false
 	}
-	charge := h.ingest.admit.NewCharge()
-	body, err := h.ingest.readBody(admission.NewBody(req.Body, &charge))
+	body, err := h.ingest.readBody(admission.NewBody(req.Body, charge), req.ContentLength)
 	_ = req.Body.Close()
-	if err == nil && !charge.Add(int64(len(body))*(weight-1)) {
-		err = admission.BusyError(h.ingest.admit, charge.Bytes(), int64(len(body))*weight)
+	if err == nil {
+		err = charge.Add(int64(len(body)) * (weight - 1))
 	}
 	if err == nil {
 		s := h.ingest.getScratch()
@@ -276,6 +287,44 @@ func (h *httpServer) readBody(w http.ResponseWriter, req *http.Request, enc stri
 	}
 	h.reject(req.Context(), w, enc, http.StatusBadRequest, httpMalformed, "reading request body: "+err.Error())
 	return nil, false
+}
+
+// admitRequest admits req against max_request_bytes_in_flight before its
+// body is read, waiting in turn (at most admission_queue_timeout) until its
+// need fits: the declared Content-Length times weight, what reading and
+// decoding the body will hold (0 for a body of unknown size). Nothing is
+// charged until the body arrives. A client refused for want of room keeps
+// its turn by its address. The error wraps admission.ErrBusy: 429 with
+// Retry-After.
+func (h *httpServer) admitRequest(req *http.Request, weight int64) (*admission.Charge, error) {
+	var need int64
+	if req.ContentLength > 0 {
+		need = req.ContentLength * weight
+	}
+	var conn *admission.Conn
+	if req.ProtoMajor >= 2 {
+		conn, _ = req.Context().Value(connKey{}).(*admission.Conn)
+	}
+	client, _, _ := net.SplitHostPort(req.RemoteAddr)
+	return h.ingest.admit.Admit(req.Context(), admission.Request{Need: need, Conn: conn, Client: client})
+}
+
+// connKey keys a connection's *admission.Conn in its requests' contexts.
+type connKey struct{}
+
+// countHTTP2Requests counts each HTTP/2 request in its connection's
+// admission.Conn while it is served: an HTTP/2 request of a connection that
+// carries others never waits for admission (see admission.Limiter).
+func countHTTP2Requests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.ProtoMajor >= 2 {
+			if conn, ok := req.Context().Value(connKey{}).(*admission.Conn); ok {
+				conn.Enter()
+				defer conn.Leave()
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // decompressError answers failures of confighttp's decompression (a corrupt
@@ -373,23 +422,23 @@ func encodingName(enc string) string {
 }
 
 // admitPush admits a health push against max_request_bytes_in_flight like
-// every other body: a declared Content-Length that cannot fit gets 429 before
-// anything is read, and the body is charged as it arrives (the push handler
-// answers a body refused half-way with 429 too).
+// every other body: in turn before anything is read (admitRequest; 429 when
+// refused), then charged as it arrives (the push handler answers a body
+// refused half-way with 429 too).
 func (h *httpServer) admitPush(push http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if limit := h.maxBodySize(); req.ContentLength > limit {
 			h.refusePush(w, req, http.StatusRequestEntityTooLarge, pushRejected, oversized(req.ContentLength, limit))
 			return
 		}
-		if req.ContentLength > 0 && !h.ingest.admit.Fits(req.ContentLength*weightLogJSON) {
+		charge, err := h.admitRequest(req, weightLogJSON)
+		if err != nil {
 			w.Header().Set("Retry-After", admission.RetryAfter)
-			h.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, admission.BusyError(h.ingest.admit, 0, req.ContentLength*weightLogJSON).Error())
+			h.refusePush(w, req, http.StatusTooManyRequests, pushThrottled, err.Error())
 			return
 		}
-		charge := h.ingest.admit.NewCharge()
 		defer charge.Release()
-		req.Body = admission.NewBody(req.Body, &charge)
+		req.Body = admission.NewBody(req.Body, charge)
 		push.ServeHTTP(w, req)
 	})
 }

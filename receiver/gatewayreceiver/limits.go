@@ -3,6 +3,7 @@ package gatewayreceiver
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
@@ -43,6 +44,16 @@ const (
 	// internal/admission): with the decode weights, one 20 MiB OTLP JSON
 	// export at a time, or hundreds of typical gateway batches.
 	defaultMaxInFlight = 64 << 20
+	// defaultAdmissionQueueSize is how many requests may wait for room in
+	// max_request_bytes_in_flight at once. A waiting request holds its
+	// connection and headers (a few KiB), never its body: 1,024 of them
+	// are a few MiB.
+	defaultAdmissionQueueSize = 1024
+	// defaultAdmissionQueueTimeout is how long one may wait: below the
+	// senders' own timeouts (APISIX http-logger 3 s, Kong's OpenTelemetry
+	// plugin 5 s, OTLP exporters 5-30 s), so that they get a 429 to retry
+	// rather than time out on a request the collector may still serve.
+	defaultAdmissionQueueTimeout = 2 * time.Second
 	// defaultMaxPushedTargets bounds the health rows only pushes keep: five
 	// times the seeds' 20,000 targets.
 	defaultMaxPushedTargets = 100_000
@@ -71,6 +82,14 @@ type LimitsConfig struct {
 	// them costs; beyond it requests get HTTP 429 / gRPC Unavailable.
 	// 0: no bound.
 	MaxRequestBytesInFlight int64 `mapstructure:"max_request_bytes_in_flight"`
+	// AdmissionQueueSize is how many requests may wait, before their body
+	// is read, for room in max_request_bytes_in_flight; past it they are
+	// refused at once. 0: none waits.
+	AdmissionQueueSize int `mapstructure:"admission_queue_size"`
+	// AdmissionQueueTimeout is how long a request may wait for room (to be
+	// admitted, and again for each charge that finds none as its body
+	// arrives and is decoded); then it is refused. 0: none waits.
+	AdmissionQueueTimeout time.Duration `mapstructure:"admission_queue_timeout"`
 	// MaxPushedTargets bounds the health rows only pushes keep (targets
 	// no poller reports): an event that would add a row beyond it is
 	// refused, existing rows still update.
@@ -86,6 +105,8 @@ func defaultLimits() LimitsConfig {
 		MaxGateways:             defaultMaxGateways,
 		MaxLabelValueLength:     defaultMaxLabelValueLength,
 		MaxRequestBytesInFlight: defaultMaxInFlight,
+		AdmissionQueueSize:      defaultAdmissionQueueSize,
+		AdmissionQueueTimeout:   defaultAdmissionQueueTimeout,
 		MaxPushedTargets:        defaultMaxPushedTargets,
 	}
 }
@@ -105,6 +126,12 @@ func (l *LimitsConfig) validate() error {
 	}
 	if l.MaxRequestBytesInFlight < 0 {
 		errs = errors.Join(errs, fmt.Errorf("limits.max_request_bytes_in_flight must be 0 (no limit) or positive, got %d", l.MaxRequestBytesInFlight))
+	}
+	if l.AdmissionQueueSize < 0 {
+		errs = errors.Join(errs, fmt.Errorf("limits.admission_queue_size must be 0 (no request waits) or positive, got %d", l.AdmissionQueueSize))
+	}
+	if l.AdmissionQueueTimeout < 0 {
+		errs = errors.Join(errs, fmt.Errorf("limits.admission_queue_timeout must be 0 (no request waits) or positive, got %s", l.AdmissionQueueTimeout))
 	}
 	if l.MaxPushedTargets < 1 {
 		errs = errors.Join(errs, fmt.Errorf("limits.max_pushed_targets must be at least 1, got %d", l.MaxPushedTargets))

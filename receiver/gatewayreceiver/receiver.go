@@ -93,7 +93,8 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		collector: id,
 		folds:     newFolds(cfg, set.Logger),
 		ingest: &ingest{
-			traffic: agg, telemetry: tb, rates: cfg.samplingRates(), admit: admission.New(cfg.Limits.MaxRequestBytesInFlight),
+			traffic: agg, telemetry: tb, rates: cfg.samplingRates(),
+			admit:  admission.New(cfg.Limits.MaxRequestBytesInFlight, cfg.Limits.AdmissionQueueSize, cfg.Limits.AdmissionQueueTimeout),
 			detect: cfg.detect(), spanKeys: dims.SpanKeys(),
 		},
 		flusher: &flusher{

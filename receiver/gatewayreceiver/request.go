@@ -18,9 +18,10 @@ type exportScratch struct {
 	counter gateway.SpanCounter
 	events  []gateway.Event
 	body    []byte
-	// charge is what the request holds against max_request_bytes_in_flight;
+	// charge is what the request holds against max_request_bytes_in_flight
+	// (nil: nothing, as for the pdata a traces pipeline is handed);
 	// putScratch releases it.
-	charge admission.Charge
+	charge *admission.Charge
 	// collect appends an event to events (bound once, so passing it
 	// allocates nothing); collected counts the events it was handed.
 	collect   func(*gateway.Event)
@@ -44,12 +45,7 @@ const eventChunk = 1024
 func (in *ingest) newScratch() any {
 	s := &exportScratch{counter: gateway.SpanCounter{Detect: in.detect, Dimensions: in.spanKeys}, in: in}
 	// What decoding a protobuf body builds is charged with its bytes.
-	s.counter.Reserve = func(n int64) error {
-		if s.charge.Add(n) {
-			return nil
-		}
-		return admission.BusyError(in.admit, s.charge.Bytes(), s.charge.Bytes()+n)
-	}
+	s.counter.Reserve = func(n int64) error { return s.charge.Add(n) }
 	s.collect = func(e *gateway.Event) {
 		s.events = append(s.events, *e)
 		s.collected++
@@ -72,9 +68,7 @@ const maxPooledBody = 256 << 10
 const maxPooledEvents = 4096
 
 func (in *ingest) getScratch() *exportScratch {
-	s := in.scratch.Get().(*exportScratch)
-	s.charge = in.admit.NewCharge()
-	return s
+	return in.scratch.Get().(*exportScratch)
 }
 
 // putScratch pools s again. The events' and the counter's strings borrow
@@ -83,6 +77,7 @@ func (in *ingest) getScratch() *exportScratch {
 // stalled upload holds at most one pooled body buffer.
 func (in *ingest) putScratch(s *exportScratch) {
 	s.charge.Release()
+	s.charge = nil
 	s.counter.Release()
 	clear(s.events)
 	s.events, s.collected, s.ctx = s.events[:0], 0, nil
@@ -109,22 +104,28 @@ func (in *ingest) putBody(b []byte) {
 	}
 }
 
-// minBuffer is the smallest body buffer; it grows (doubling) only as bytes
-// arrive, never to what a Content-Length announces, so a client that
-// announces a huge body and sends little costs little.
+// readBody reads rd, a body of declared size (Content-Length; 0 or less:
+// unknown), into a body buffer, pooled when one is free; the caller puts it
+// back (putBody, or with the request's scratch).
+func (in *ingest) readBody(rd io.Reader, size int64) ([]byte, error) {
+	return readAll(in.getBody(), rd, size)
+}
+
+// minBuffer is the smallest body buffer; it grows only as bytes arrive
+// (growBody), never to what a Content-Length announces alone, so a client
+// that announces a huge body and sends little costs little.
 const minBuffer = 16 << 10
 
-// readBody reads rd into a body buffer, pooled when one is free (io.ReadAll
-// into a reused buffer); the caller puts it back (putBody, or with the
-// request's scratch).
-func (in *ingest) readBody(rd io.Reader) ([]byte, error) {
-	dst := in.getBody()
+// readAll appends rd's bytes to dst (io.ReadAll into a reused buffer). size
+// is the body's declared size (Content-Length; 0 or less: unknown), the
+// most the buffer grows to while it holds no more (growBody).
+func readAll(dst []byte, rd io.Reader, size int64) ([]byte, error) {
 	if cap(dst) < minBuffer {
 		dst = make([]byte, 0, minBuffer)
 	}
 	for {
 		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
+			dst = growBody(dst, size)
 		}
 		n, err := rd.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
@@ -135,6 +136,24 @@ func (in *ingest) readBody(rd io.Reader) ([]byte, error) {
 			return dst, err
 		}
 	}
+}
+
+// growBody returns full with room for more: twice its capacity, but no
+// more than the declared size (and a byte, to read the end without growing
+// again) while that is larger than what has arrived. Doubling keeps what a
+// body leaves behind (the buffers it outgrew, garbage until the next GC) at
+// most its own size; append's growth (1.25× past 256 bytes) left four times
+// a 19 MiB body behind, and copied it as often. Never more than twice what
+// has arrived: a client that announces a large body and sends little still
+// costs little.
+func growBody(full []byte, size int64) []byte {
+	n := 2 * cap(full)
+	if size > int64(len(full)) && size <= int64(n) {
+		n = int(size) + 1
+	}
+	b := make([]byte, len(full), n)
+	copy(b, full)
+	return b
 }
 
 // Decode weights: what holding and decoding a body costs, per body byte,
@@ -168,8 +187,8 @@ func (in *ingest) chargeDecode(s *exportScratch, cost gateway.DecodeCost, weight
 			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
 			" elements in all), more than limits.max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
 	}
-	if !s.charge.Add(extra) {
-		return "", admission.BusyError(in.admit, s.charge.Bytes(), s.charge.Bytes()+extra)
+	if err := s.charge.Add(extra); err != nil {
+		return "", err
 	}
 	return "", nil
 }
