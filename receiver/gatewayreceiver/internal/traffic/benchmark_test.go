@@ -80,7 +80,7 @@ func BenchmarkAggregate(b *testing.B) {
 // 16,384 events, outside the timer): the new-tuple path, against the
 // cached path of BenchmarkAggregate (issue 15: within 3×). It reports
 // allocs per new tuple as allocs/op. As in BenchmarkAggregate, the lock is
-// taken once for many events (addEvents takes it once per batch).
+// taken once for many events (Add takes it once per batch).
 //
 // otel and kong run under bounds as the default config's, max_series
 // raised to hold every event's tuple (an overflowed event is a cached one):
