@@ -45,10 +45,10 @@
 // called, helpers left out.
 //
 //  1. The receiver's transport: httpServer.handleTraces (http.go) checks
-//     the method and Content-Type and reads the body within
-//     max_request_bytes_in_flight (readBody; ingest.readBody,
-//     ingest.getScratch in request.go), then hands it to ingest.proto
-//     (ingest.go).
+//     the method and Content-Type, admits the request within
+//     max_request_bytes_in_flight (readBody, admitRequest) and reads its
+//     body (ingest.readBody, ingest.getScratch in request.go), then hands
+//     it to ingest.proto (ingest.go).
 //  2. The gateway package: SpanCounter.CountProto (counter.go) reads the
 //     body without building pdata: readProto, decodeResourceSpans,
 //     decodeScopeSpans, decodeSpan, decodeSpanFast (otlp_proto.go) keep
@@ -69,14 +69,15 @@
 //     and updates its series (row.add, layout.go).
 //  5. The receiver's flusher: every flush_interval flusher.flush
 //     (flush.go) calls Take (window.go), which moves every series updated
-//     in the window into a point and lets go of what was not used (rows
-//     for a window, tuples after tuple_expiry).
+//     in the window into a point (Window.take) and lets go of what was not
+//     used (endWindow: rows after a window, tuples after tuple_expiry).
 //  6. flusher.emit hands the points downstream in chunks, each rendered by
 //     Window.Metrics (metrics.go): a point's label set is decoded
-//     (point.tuple, decodeTuple in tuple.go) and written by its family
-//     (pointLabels.write, writeLabels; kongRequestLabels in
-//     profile_kong.go) on a delta pdata point. flusher.saveCheckpoint
-//     (checkpoint.go in the receiver) then keeps what was sent.
+//     (point.tuple, decodeTuple in tuple.go), its pdata point made
+//     (newPoint) and labelled by its family (pointLabels.write,
+//     writeLabels; kongRequestLabels in profile_kong.go).
+//     flusher.saveCheckpoint (checkpoint.go in the receiver) then keeps
+//     what was sent.
 //
 // Concurrency: see Aggregator.
 package traffic // import "github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
