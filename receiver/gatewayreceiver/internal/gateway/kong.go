@@ -37,7 +37,7 @@ var kongGateway = Gateway{
 		Decode:     DecodeKongHTTPLog,
 	},
 	HealthStates: []HealthState{HealthHealthy, HealthUnhealthy, HealthDNSError, HealthChecksOff, HealthUnknown},
-	Poller:       &PollerSpec{Poll: pollKong, MaxConcurrency: 16, Paged: true},
+	Poller:       &PollerSpec{Poll: pollKong, MaxConcurrency: 16, Paged: true, MaxResponseBodySize: kongMaxResponseBody},
 }
 
 // mapKongRoot: Kong's root carries no route or service entity (§1a); the

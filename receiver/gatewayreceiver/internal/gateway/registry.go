@@ -85,6 +85,10 @@ type PollerSpec struct {
 	// Paged: the admin API pages its lists (`page_size` applies), and
 	// accepts an admin token (`admin_token`, sent as Kong-Admin-Token).
 	Paged bool
+	// MaxResponseBodySize is the default bound on one answer's body, in
+	// bytes, sized from the largest answer the admin API gives at the
+	// seeds' scale (docs/gateways.md); 0: the health part's default.
+	MaxResponseBodySize int64
 }
 
 // PollSession is what a poller uses during one poll; the receiver's health

@@ -29,7 +29,10 @@ const (
 	defaultPushExpiry     = time.Hour
 	defaultPushMaxTargets = 100_000
 	maxPageSize           = 1000 // Kong refuses size > 1000
-	backoffMaxMultiplier  = 8    // a failing poller waits at most 8 intervals
+	// defaultMaxResponseBodySize bounds an answer of a gateway whose home
+	// names no bound of its own.
+	defaultMaxResponseBodySize = 16 << 20
+	backoffMaxMultiplier       = 8 // a failing poller waits at most 8 intervals
 )
 
 // Config is the `health` section: upstream health polled from admin APIs and pushed by
@@ -103,6 +106,11 @@ type PollerConfig struct {
 	AdminToken configopaque.String `mapstructure:"admin_token"`
 	// PageSize is Kong's `size` for paginated lists, at most 1000 (Kong only).
 	PageSize int `mapstructure:"page_size"`
+	// MaxResponseBodySize bounds one answer's body in bytes (after gzip
+	// decoding); a larger answer is refused unread (outcome too_large) and
+	// the rows keep their last state. Default: the gateway's
+	// (PollerSpec.MaxResponseBodySize).
+	MaxResponseBodySize int64 `mapstructure:"max_response_body_size"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -206,6 +214,9 @@ func (p *PollerConfig) validate(name string, spec *gateway.PollerSpec, staleAfte
 	if p.PageSize < 0 || p.PageSize > maxPageSize {
 		errs = errors.Join(errs, fmt.Errorf("%s.page_size must be in [1, %d], got %d", name, maxPageSize, p.PageSize))
 	}
+	if p.MaxResponseBodySize < 0 {
+		errs = errors.Join(errs, fmt.Errorf("%s.max_response_body_size must be positive (bytes), got %d", name, p.MaxResponseBodySize))
+	}
 	if !spec.Paged && (p.AdminToken != "" || p.PageSize != 0) {
 		errs = errors.Join(errs, fmt.Errorf("%s: admin_token and page_size apply to %s pollers only", name, gateway.OneOf(gateway.PagedPollerNames())))
 	}
@@ -252,6 +263,16 @@ func (p *PollerConfig) maxConcurrency(spec *gateway.PollerSpec) int {
 		return p.MaxConcurrency
 	}
 	return max(spec.MaxConcurrency, 1)
+}
+
+func (p *PollerConfig) maxResponseBodySize(spec *gateway.PollerSpec) int64 {
+	switch {
+	case p.MaxResponseBodySize > 0:
+		return p.MaxResponseBodySize
+	case spec.MaxResponseBodySize > 0:
+		return spec.MaxResponseBodySize
+	}
+	return defaultMaxResponseBodySize
 }
 
 func (p *PollerConfig) pageSize() int {

@@ -195,6 +195,8 @@ func (h *Health) newPoller(ctx context.Context, host component.Host, group polle
 	if err != nil {
 		return nil, err
 	}
+	own := originOf(base)
+	guardOrigin(client, own)
 	instance := cfg.Instance
 	if instance == "" {
 		instance = base.Host
@@ -203,7 +205,7 @@ func (h *Health) newPoller(ctx context.Context, host component.Host, group polle
 	name := group.name + "[" + strconv.Itoa(i) + "]"
 	p := &poller{
 		spec: group.spec, gkind: g.Kind(), name: name, instance: instance, cfg: cfg, base: base, client: client, h: h,
-		maxConc:  maxConc,
+		maxConc: maxConc, origin: own, maxBody: cfg.maxResponseBodySize(group.spec),
 		logger:   h.logger.With(zap.String("poller", name), zap.String("instance", instance)),
 		attrs:    attribute.NewSet(attribute.String("gateway", group.name), attribute.String("instance", instance)),
 		outcomes: make(map[string]attribute.Set, len(pollOutcomes)),

@@ -27,14 +27,16 @@ const (
 	outcomeHTTPStatus     = "http_status"
 	outcomeMalformed      = "malformed"
 	outcomePaginationLoop = "pagination_loop"
+	// outcomeForeignOrigin: a redirect or a `next` page that leaves the
+	// endpoint's origin, refused (origin.go).
+	outcomeForeignOrigin = "foreign_origin"
+	// outcomeTooLarge: an answer larger than max_response_body_size,
+	// refused (body.go).
+	outcomeTooLarge = "too_large"
 )
 
-var pollOutcomes = [...]string{outcomeSuccess, outcomeConnection, outcomeTimeout, outcomeHTTPStatus, outcomeMalformed, outcomePaginationLoop}
-
-// maxAdminBody bounds one admin API response (Envoy's /clusters at 20k hosts
-// is a few MiB; this leaves room without letting a broken server exhaust
-// memory).
-const maxAdminBody = 256 << 20
+var pollOutcomes = [...]string{outcomeSuccess, outcomeConnection, outcomeTimeout, outcomeHTTPStatus, outcomeMalformed, outcomePaginationLoop,
+	outcomeForeignOrigin, outcomeTooLarge}
 
 // pollError is a failed fetch with the outcome it is counted under.
 type pollError struct {
@@ -94,6 +96,10 @@ type poller struct {
 	h        *Health
 	logger   *zap.Logger
 	maxConc  int
+	// origin is the endpoint's: the only one requests may go to.
+	origin origin
+	// maxBody bounds one answer's body (max_response_body_size).
+	maxBody int64
 
 	// Loop state, owned by the poller's goroutine.
 	gen         uint64
@@ -194,12 +200,18 @@ func (s session) MaxConcurrency() int  { return s.p.maxConc }
 func (s session) PageSize() int        { return s.p.cfg.pageSize() }
 
 // get fetches a path (with query) relative to the endpoint and returns the
-// body of a 200 answer. Any other status is an http_status error quoting
-// the start of the body.
+// body of a 200 answer. A reference that resolves to another origin (an
+// absolute or scheme-relative `next`) is refused unsent (foreign_origin), as
+// is a redirect to another origin. Any other status is an http_status error
+// quoting the start of the body; an answer larger than
+// max_response_body_size is refused (too_large) without reading the rest.
 func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 	u, err := p.base.Parse(ref)
 	if err != nil {
 		return nil, &pollError{outcomeMalformed, errors.New("bad next page reference " + strconv.Quote(ref) + ": " + err.Error())}
+	}
+	if originOf(u) != p.origin {
+		return nil, foreignOrigin("page reference "+strconv.Quote(ref)+", resolved to", u, p.origin)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), http.NoBody)
 	if err != nil {
@@ -214,13 +226,22 @@ func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Closing before the end drops the connection: what is left of a
+	// refused answer is never read.
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	if resp.StatusCode != http.StatusOK {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, statusBodyPrefix))
+		return head, &pollError{outcomeHTTPStatus, &gateway.StatusError{Code: resp.StatusCode, URL: u.Redacted(), Body: head}}
+	}
+	if resp.ContentLength > p.maxBody {
+		return nil, &pollError{outcomeTooLarge, &tooLargeError{url: u.Redacted(), poller: p.name, limit: p.maxBody, announced: resp.ContentLength}}
+	}
+	body, err := readBody(resp.Body, p.maxBody)
+	if errors.Is(err, errTooLarge) {
+		return nil, &pollError{outcomeTooLarge, &tooLargeError{url: u.Redacted(), poller: p.name, limit: p.maxBody, announced: -1}}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return body, &pollError{outcomeHTTPStatus, &gateway.StatusError{Code: resp.StatusCode, URL: u.String(), Body: body}}
 	}
 	return body, nil
 }
