@@ -28,6 +28,7 @@ const (
 	defaultPushStaleAfter = 5 * time.Minute
 	defaultPushExpiry     = time.Hour
 	defaultPushMaxTargets = 100_000
+	defaultPushClockSkew  = 5 * time.Minute
 	maxPageSize           = 1000 // Kong refuses size > 1000
 	// defaultMaxResponseBodySize bounds an answer of a gateway whose home
 	// names no bound of its own.
@@ -84,6 +85,10 @@ type PushConfig struct {
 	// beyond it is refused (existing rows still update), so a pusher
 	// inventing names cannot grow the table without bound.
 	MaxTargets int `mapstructure:"max_targets"`
+	// MaxClockSkew is how far an event's timestamp may be from the
+	// collector's clock, either way; an event beyond it is refused
+	// (outcome clock_skew), so a wrong clock can never pin a row.
+	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -145,6 +150,7 @@ func DefaultConfig() Config {
 		Shard:          ShardConfig{Index: 0, Count: 1},
 		Push: configoptional.Some(PushConfig{
 			Path: DefaultPushPath, StaleAfter: defaultPushStaleAfter, Expiry: defaultPushExpiry, MaxTargets: defaultPushMaxTargets,
+			MaxClockSkew: defaultPushClockSkew,
 		}),
 	}
 }
@@ -191,6 +197,9 @@ func (p *PushConfig) validate() error {
 	}
 	if p.MaxTargets < 1 {
 		errs = errors.Join(errs, fmt.Errorf("push.max_targets must be at least 1, got %d", p.MaxTargets))
+	}
+	if p.MaxClockSkew <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("push.max_clock_skew must be positive, got %v", p.MaxClockSkew))
 	}
 	return errs
 }

@@ -22,6 +22,15 @@ func TestPollerDefaults(t *testing.T) {
 	if got := p.maxConcurrency(apisix.Poller); got != 1 {
 		t.Errorf("apisix max_concurrency = %d, want 1", got)
 	}
+	envoy, _ := gateway.Lookup("envoy")
+	for spec, want := range map[*gateway.PollerSpec]int64{kong.Poller: 16 << 20, apisix.Poller: 32 << 20, envoy.Poller: 64 << 20, {}: defaultMaxResponseBodySize} {
+		if got := p.maxResponseBodySize(spec); got != want {
+			t.Errorf("max_response_body_size = %d, want %d", got, want)
+		}
+	}
+	if got := (&PollerConfig{MaxResponseBodySize: 5}).maxResponseBodySize(kong.Poller); got != 5 {
+		t.Errorf("a set max_response_body_size is %d, want 5", got)
+	}
 	p = PollerConfig{Interval: time.Second, MaxConcurrency: 3, PageSize: 50}
 	p.Timeout = time.Millisecond
 	if p.interval() != time.Second || p.timeout() != time.Millisecond || p.maxConcurrency(kong.Poller) != 3 || p.pageSize() != 50 {

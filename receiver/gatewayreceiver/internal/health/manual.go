@@ -72,11 +72,13 @@ const (
 	PushApplied    = pushApplied
 	PushOutOfOrder = pushOutOfOrder
 	PushOverLimit  = pushOverLimit
+	PushClockSkew  = pushClockSkew
 )
 
 // ApplyEvent applies one pushed event received at now.
 func (m *Manual) ApplyEvent(ev *gateway.HealthEvent, now time.Time) PushOutcome {
-	return m.h.table.applyEvent(ev, now, m.h.cfg.Push.Get().MaxTargets)
+	p := m.h.cfg.Push.Get()
+	return m.h.table.applyEvent(ev, now, p.MaxTargets, p.MaxClockSkew)
 }
 
 // ApplyPoll records a poll of generation gen made at now by a poller of

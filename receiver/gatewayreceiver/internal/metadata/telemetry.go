@@ -133,7 +133,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayHealthEvents, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_health_events",
-		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled). [Development]"),
+		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled, clock_skew: a timestamp further than push.max_clock_skew from the collector's clock, refused). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
