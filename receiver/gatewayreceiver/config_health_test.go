@@ -29,7 +29,7 @@ func TestHealthConfig(t *testing.T) {
 			}
 			// Poller fields left out stay zero: the poller takes its
 			// defaults (internal/health TestPollerDefaults).
-			if p := h.Pollers["kong"][0]; p.Endpoint != "http://kong:8001" || p.Interval != 0 || p.Timeout != 0 || p.MaxConcurrency != 0 || p.PageSize != 0 || p.MaxResponseBodySize != 0 {
+			if p := h.Pollers["kong"][0]; p.Endpoint != "http://kong:8001" || p.Interval != 0 || p.Timeout != 0 || p.MaxConcurrency != 0 || p.PageSize != 0 || p.MaxResponseBodySize != 0 || p.RequestRate != 0 {
 				t.Errorf("poller: %+v", p)
 			}
 		}},
@@ -44,7 +44,7 @@ func TestHealthConfig(t *testing.T) {
 			}
 			k := h.Pollers["kong"][0]
 			if k.Endpoint != "https://kong-0.internal:8444" || k.Instance != "kong-0" || string(k.AdminToken) != "s3cret" ||
-				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 || k.MaxResponseBodySize != 1<<20 ||
+				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 || k.MaxResponseBodySize != 1<<20 || k.RequestRate != 250 ||
 				!k.TLS.InsecureSkipVerify || len(k.Headers) != 1 || string(k.Headers[0].Value) != "edge" {
 				t.Errorf("kong: %+v", k)
 			}
@@ -59,6 +59,7 @@ func TestHealthConfig(t *testing.T) {
 		{file: "health_bad_poller.yaml", wantError: "health: kong[0].endpoint must be an http:// or https:// URL, got \"kong:8001\"\n" +
 			"kong[0].max_concurrency must be positive, got -1\n" +
 			"kong[0].page_size must be in [1, 1000], got 5000\n" +
+			"kong[0].request_rate must be positive (requests per second; 0: spread over the interval), got -2\n" +
 			"kong[0].max_response_body_size must be positive (bytes), got -1\n" +
 			"stale_after (30s) must be longer than kong[0].interval (30s)\n" +
 			"envoy[0].endpoint must not be empty\n" +

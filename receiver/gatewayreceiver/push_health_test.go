@@ -44,14 +44,14 @@ func TestPushedEvents(t *testing.T) {
 		wantBody                string
 	}{
 		{"one event", "application/json",
-			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"`+at(0)+`"}`,
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"` + at(0) + `"}`,
 			200, `{"accepted":1,"out_of_order":0}`},
 		{"array with a bad event", "application/json; charset=utf-8",
-			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"UNHEALTHY","timestamp":"`+at(5*time.Second)+`"},
+			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"UNHEALTHY","timestamp":"` + at(5*time.Second) + `"},
 			  {"gateway":"kong-7","upstream":"billing","target":"x:1","state":"purple"}]`,
 			200, `{"accepted":1,"out_of_order":0,"rejected":[{"index":1,"error":"\"state\" \"purple\" is not one of healthy, unhealthy, dns_error, healthchecks_off, mostly_healthy, mostly_unhealthy, degraded, unknown"}]}`},
 		{"late event", "application/json",
-			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"`+at(-time.Minute)+`"}`,
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"` + at(-time.Minute) + `"}`,
 			200, `{"accepted":0,"out_of_order":1}`},
 		{"dns error", "application/json",
 			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"gone.internal:80","state":"DNS_ERROR"}]`,
@@ -180,7 +180,9 @@ func TestPushTimestampsAreBounded(t *testing.T) {
 		}
 		clear(want)
 		kongSeries(want, "kong-7", "billing", "api:8080", "10.0.0.1:8080", "healthy")
-		waitFor(t, func() bool { return seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="10.0.0.1:8080",state="healthy",subsystem="http",target="api:8080",upstream="billing"}@kong-7`] == 1 })
+		waitFor(t, func() bool {
+			return seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="10.0.0.1:8080",state="healthy",subsystem="http",target="api:8080",upstream="billing"}@kong-7`] == 1
+		})
 		checkSeries(t, seriesState(sink.AllMetrics()), want)
 	}
 	for outcome, n := range map[string]int64{"accepted": 8, "clock_skew": int64(skewed), "out_of_order": 0, "rejected": 0} {

@@ -109,6 +109,7 @@ func (h *Health) Start(ctx context.Context, host component.Host) error {
 	// controller does it; Shutdown cancels them.
 	pollCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
+	h.pacePollers()
 	for _, p := range h.pollers {
 		h.polls.Go(func() { p.run(pollCtx) })
 	}
@@ -238,6 +239,16 @@ func (h *Health) emitLoop() {
 				h.table.expirePushed(now, push.StaleAfter, push.Expiry)
 			}
 			h.em.emit(ctx, true)
+		}
+	}
+}
+
+// pacePollers gives every poller its pacer (pace.go).
+func (h *Health) pacePollers() {
+	for _, p := range h.pollers {
+		p.pace = &pacer{}
+		if r := p.cfg.RequestRate; r > 0 {
+			p.pace.fixed = time.Duration(float64(time.Second) / r)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -74,10 +75,11 @@ func fatal(err error) bool {
 	return o == outcomeConnection || o == outcomeTimeout
 }
 
-// poller polls one admin API on its own goroutine. Polls never overlap: the
-// next starts an interval after the previous one ended, so a slow API
-// slows its own poller only. After a failure the wait doubles, up to
-// healthBackoffMaxMultiplier intervals.
+// poller polls one admin API on its own goroutine. A poll starts every
+// interval and spreads its requests over it (pace.go). Polls never overlap:
+// one that runs past its interval delays the next, so a slow API slows its
+// own poller only. After a failure the next poll waits 2, 4, then 8
+// intervals from the failure's end (backoffMaxMultiplier).
 //
 // Written by hand rather than on scraperhelper's controller: the
 // controller runs every scraper of a receiver in one loop (a slow admin API
@@ -100,11 +102,20 @@ type poller struct {
 	origin origin
 	// maxBody bounds one answer's body (max_response_body_size).
 	maxBody int64
+	// pace spaces the requests of a poll (pace.go); nil for a poller
+	// driven by hand (Manual), whose polls run unpaced.
+	pace *pacer
 
 	// Loop state, owned by the poller's goroutine.
 	gen         uint64
 	failures    int
 	lastOutcome string
+	// took is how long the last poll ran; overran marks a poll that ran
+	// past its interval (logged once per streak).
+	took    time.Duration
+	overran bool
+	// requests counts the current poll's requests (for the overrun log).
+	requests atomic.Int64
 
 	attrs    attribute.Set
 	outcomes map[string]attribute.Set
@@ -124,10 +135,13 @@ func (p *poller) run(ctx context.Context) {
 	}
 }
 
+// nextDelay is the wait before the next poll: what is left of the
+// interval after a successful poll (none when it overran), a backoff of
+// whole intervals after a failure.
 func (p *poller) nextDelay() time.Duration {
-	iv := p.cfg.interval()
+	iv := p.cfg.interval(p.spec)
 	if p.failures == 0 {
-		return iv
+		return max(iv-p.took, 0)
 	}
 	mult := 1 << min(p.failures, 3) // 2, 4, 8 intervals
 	return time.Duration(min(mult, backoffMaxMultiplier)) * iv
@@ -139,6 +153,10 @@ func (p *poller) nextDelay() time.Duration {
 func (p *poller) poll(ctx context.Context) {
 	p.gen++
 	start := time.Now()
+	p.requests.Store(0)
+	if p.pace != nil {
+		p.pace.begin(start, time.Duration(spreadFraction*float64(p.cfg.interval(p.spec))))
+	}
 	complete, err := p.spec.Poll(ctx, session{p: p, gen: p.gen})
 	if complete && ctx.Err() == nil {
 		p.h.table.sweep(p, p.gen)
@@ -147,6 +165,8 @@ func (p *poller) poll(ctx context.Context) {
 		return // shutting down: neither count nor log the cut-short poll
 	}
 	end := time.Now()
+	p.took = end.Sub(start)
+	p.logOverrun()
 	outcome := outcomeOf(err)
 	tel := p.h.tel
 	tel.ReceiverGatewayHealthPolls.Add(ctx, 1, metric.WithAttributeSet(p.outcomes[outcome]))
@@ -178,7 +198,24 @@ type session struct {
 	gen uint64
 }
 
-func (s session) Get(ctx context.Context, ref string) ([]byte, error) { return s.p.get(ctx, ref) }
+// Get waits for the request's slot (pace.go), then fetches ref.
+func (s session) Get(ctx context.Context, ref string) ([]byte, error) {
+	if s.p.pace != nil {
+		if err := s.p.pace.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.p.requests.Add(1)
+	return s.p.get(ctx, ref)
+}
+
+// Expect spreads the n requests the poll is about to make over what is
+// left of its interval.
+func (s session) Expect(n int) {
+	if s.p.pace != nil {
+		s.p.pace.expect(time.Now(), n)
+	}
+}
 
 // InShard reports whether this collector polls the upstream.
 func (s session) InShard(upstream string) bool {
@@ -244,4 +281,23 @@ func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, err
 	}
 	return body, nil
+}
+
+// logOverrun warns once when polls start running past their interval (the
+// API answers too slowly for the requests to fit, or request_rate is too
+// low for them), and says when they fit again.
+func (p *poller) logOverrun() {
+	iv := p.cfg.interval(p.spec)
+	over := p.took > iv
+	if over == p.overran {
+		return
+	}
+	p.overran = over
+	if over {
+		p.logger.Warn("Health poll ran past its interval; the next starts at once. Raise interval (and stale_after), max_concurrency or request_rate; logged again only when polls fit again",
+			zap.Duration("took", p.took), zap.Duration("interval", iv), zap.Int64("requests", p.requests.Load()),
+			zap.Int("max_concurrency", p.maxConc), zap.Float64("request_rate", p.cfg.RequestRate))
+		return
+	}
+	p.logger.Info("Health polls fit their interval again", zap.Duration("took", p.took), zap.Duration("interval", iv))
 }
