@@ -15,7 +15,9 @@ import (
 // compressed answer is bounded by what it expands to.
 
 // firstBodyBuffer is the first buffer of an answer; it doubles from there.
-const firstBodyBuffer = 32 << 10
+// Small, as io.ReadAll's: most answers (one Kong upstream's health) are
+// well under a kilobyte, and a poll reads one per upstream.
+const firstBodyBuffer = 512
 
 // statusBodyPrefix is how much of a non-200 answer is read: its start is
 // quoted in the error, the rest is not needed.
