@@ -16,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench Poll -count 6 . | tee new.txt; benchstat new.txt
 func BenchmarkPoll(b *testing.B) {
-	p := pipeline(b, Options{PollInterval: time.Millisecond, ReportInterval: time.Hour, Exporter: true})
+	p := pipeline(b, Options{MaxConcurrency: 16, PageSize: 1000, RequestRate: unpaced, PollInterval: time.Millisecond, ReportInterval: time.Hour, Exporter: true})
 	s0, err := p.Polls()
 	if err == nil { // start on a poll boundary
 		s0, err = p.WaitPolls(s0.Polls+1, time.Minute)
@@ -47,7 +47,7 @@ func BenchmarkPoll(b *testing.B) {
 //
 //	go test -run '^$' -bench Scrape -count 6 . | tee new.txt; benchstat new.txt
 func BenchmarkScrape(b *testing.B) {
-	p := pipeline(b, Options{PollInterval: time.Hour, ReportInterval: time.Hour, Exporter: true})
+	p := pipeline(b, Options{MaxConcurrency: 16, PageSize: 1000, RequestRate: unpaced, PollInterval: time.Hour, ReportInterval: time.Hour, Exporter: true})
 	var buf bytes.Buffer
 	if s, err := ScrapeOnce(p.MetricsAddr, &buf); err != nil || s.Series != Upstreams*TargetsPer*4 {
 		b.Fatalf("scrape: %+v %v", s, err)
@@ -72,7 +72,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		exporter bool
 	}{{"receiver", false}, {"promstream", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := pipeline(b, Options{PollInterval: time.Hour, ReportInterval: time.Millisecond, Exporter: c.exporter})
+			p := pipeline(b, Options{MaxConcurrency: 16, PageSize: 1000, RequestRate: unpaced, PollInterval: time.Hour, ReportInterval: time.Millisecond, Exporter: c.exporter})
 			n0 := p.Snapshots()
 			if err := p.WaitSnapshots(n0+1, time.Minute); err != nil {
 				b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -42,6 +43,13 @@ const (
 type fakeKongServer struct {
 	upstreamPages map[string][]byte // request URI → body
 	healthPages   map[string][]byte
+
+	// What the poller sent: requests served, the most in flight at once,
+	// the first and last arrival (GET /_stats).
+	mu              sync.Mutex
+	count, inFlight int
+	peak            int
+	first, last     time.Time
 }
 
 func upstreamName(i int) string { return fmt.Sprintf("upstream-%05d", i) }
@@ -55,10 +63,34 @@ func offsetParam(i int) string {
 	return strings.ReplaceAll(base64.StdEncoding.EncodeToString([]byte(`["`+strconv.Itoa(i)+`"]`)), "=", "%3D")
 }
 
-// newFakeKong renders every page for page size size (the poller's default
-// page_size is 1000; every health page fits in one).
-func newFakeKong(upstreams, targetsPer, size int) *fakeKongServer {
+// newFakeKong renders every page for the page sizes in sizes (every
+// health page fits in one).
+func newFakeKong(upstreams, targetsPer int, sizes ...int) *fakeKongServer {
 	f := &fakeKongServer{upstreamPages: map[string][]byte{}, healthPages: make(map[string][]byte, upstreams)}
+	for _, size := range sizes {
+		f.renderList(upstreams, size)
+	}
+	k := 0
+	for i := range upstreams {
+		id := "id-" + upstreamName(i)
+		b := []byte(`{"data":[`)
+		for j := range targetsPer {
+			ip := targetIP(k)
+			k++
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":"t-`+strconv.Itoa(j)+`","target":"`+ip+`:8000","weight":100,"health":"HEALTHY","created_at":1700000000.123,"upstream":{"id":"`+id+`"},"tags":null,`+
+				`"data":{"host":"`+ip+`","port":8000,"dns":"A","nodeWeight":100,"weight":{"total":100,"unavailable":0,"available":100},`+
+				`"addresses":[{"ip":"`+ip+`","port":8000,"weight":100,"health":"HEALTHY"}]}}`...)
+		}
+		f.healthPages[id] = appendNext(b, "/upstreams/"+id+"/health", targetsPer, targetsPer, 1000)
+	}
+	return f
+}
+
+// renderList renders the upstream list's pages of size size.
+func (f *fakeKongServer) renderList(upstreams, size int) {
 	for off := 0; off < upstreams; off += size {
 		end := min(off+size, upstreams)
 		b := []byte(`{"data":[`)
@@ -75,23 +107,6 @@ func newFakeKong(upstreams, targetsPer, size int) *fakeKongServer {
 		}
 		f.upstreamPages[uri] = b
 	}
-	k := 0
-	for i := range upstreams {
-		id := "id-" + upstreamName(i)
-		b := []byte(`{"data":[`)
-		for j := range targetsPer {
-			ip := targetIP(k)
-			k++
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"id":"t-`+strconv.Itoa(j)+`","target":"`+ip+`:8000","weight":100,"health":"HEALTHY","created_at":1700000000.123,"upstream":{"id":"`+id+`"},"tags":null,`+
-				`"data":{"host":"`+ip+`","port":8000,"dns":"A","nodeWeight":100,"weight":{"total":100,"unavailable":0,"available":100},`+
-				`"addresses":[{"ip":"`+ip+`","port":8000,"weight":100,"health":"HEALTHY"}]}}`...)
-		}
-		f.healthPages[id] = appendNext(b, "/upstreams/"+id+"/health", targetsPer, targetsPer, size)
-	}
-	return f
 }
 
 func appendNext(b []byte, base string, end, total, size int) []byte {
@@ -102,11 +117,35 @@ func appendNext(b []byte, base string, end, total, size int) []byte {
 }
 
 func (f *fakeKongServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/_rusage" {
+	switch r.URL.Path {
+	case "/_rusage":
 		u, s := rusage()
 		_, _ = fmt.Fprintf(w, "%d %d", u, s)
 		return
+	case "/_stats":
+		f.mu.Lock()
+		_, _ = fmt.Fprintf(w, "%d %d %d %d", f.count, f.peak, f.first.UnixNano(), f.last.UnixNano())
+		if r.URL.Query().Get("reset") != "" {
+			f.count, f.peak, f.first, f.last = 0, f.inFlight, time.Time{}, time.Time{}
+		}
+		f.mu.Unlock()
+		return
 	}
+	now := time.Now()
+	f.mu.Lock()
+	f.count++
+	f.inFlight++
+	f.peak = max(f.peak, f.inFlight)
+	if f.first.IsZero() {
+		f.first = now
+	}
+	f.last = now
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
 	var body []byte
 	if r.URL.Path == "/upstreams" {
 		body = f.upstreamPages[r.URL.RequestURI()]
@@ -140,7 +179,7 @@ func runFakeKongChild(spec string) {
 		fmt.Fprintln(os.Stderr, "fake kong:", err)
 		os.Exit(2)
 	}
-	srv := httptest.NewServer(newFakeKong(n, per, 1000))
+	srv := httptest.NewServer(newFakeKong(n, per, 100, 1000))
 	fmt.Println(srv.Listener.Addr().String())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Close()
@@ -212,4 +251,34 @@ func (f *FakeKong) Close() error {
 		return errors.Join(err, werr)
 	}
 	return err
+}
+
+// AdminStats is what the poller sent the fake since the last reset.
+type AdminStats struct {
+	Requests     int
+	PeakInFlight int
+	First, Last  time.Time
+}
+
+// Stats reads the fake's request statistics, and resets them when reset.
+func (f *FakeKong) Stats(reset bool) (AdminStats, error) {
+	c := http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	u := f.URL + "/_stats"
+	if reset {
+		u += "?reset=1"
+	}
+	resp, err := c.Get(u)
+	if err != nil {
+		return AdminStats{}, err
+	}
+	defer resp.Body.Close()
+	var s AdminStats
+	var first, last int64
+	if _, err := fmt.Fscanf(resp.Body, "%d %d %d %d", &s.Requests, &s.PeakInFlight, &first, &last); err != nil {
+		return s, err
+	}
+	if s.Requests > 0 {
+		s.First, s.Last = time.Unix(0, first), time.Unix(0, last)
+	}
+	return s, nil
 }

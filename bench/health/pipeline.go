@@ -25,12 +25,23 @@ import (
 // Options configure one pipeline.
 type Options struct {
 	KongURL        string
-	PollInterval   time.Duration // health.kong[0].interval
+	PollInterval   time.Duration // health.kong[0].interval (0: the default)
 	ReportInterval time.Duration // health.report_interval
+	// The poller's settings; 0 leaves each at its default.
+	MaxConcurrency int
+	PageSize       int
+	// RequestRate is request_rate (0: spread over the interval). The
+	// collector-side benchmarks set a rate no poll reaches, so a poll runs
+	// as fast as max_concurrency lets it: they measure the receiver, not
+	// the pacing.
+	RequestRate float64
 	// Exporter puts the promstream exporter behind the receiver; without it
 	// the receiver's batches are counted and dropped.
 	Exporter bool
 }
+
+// unpaced is a request_rate no poll reaches.
+const unpaced = 1e6
 
 // Pipeline is the gateway receiver (health part, kong profile) feeding the
 // promstream exporter, both built by their factories from config, as the
@@ -52,6 +63,18 @@ type Pipeline struct {
 
 // receiverConfig is what a user would write under receivers.gateway.
 func receiverConfig(o Options, httpAddr string) map[string]any {
+	poller := map[string]any{"endpoint": o.KongURL, "instance": "kong-0", "timeout": "10s"}
+	for k, v := range map[string]int{"max_concurrency": o.MaxConcurrency, "page_size": o.PageSize} {
+		if v > 0 {
+			poller[k] = v
+		}
+	}
+	if o.PollInterval > 0 {
+		poller["interval"] = o.PollInterval.String()
+	}
+	if o.RequestRate > 0 {
+		poller["request_rate"] = o.RequestRate
+	}
 	return map[string]any{
 		"protocols":      map[string]any{"grpc": map[string]any{"enabled": false}, "http": map[string]any{"endpoint": httpAddr}},
 		"flush_interval": "1h", // no traffic in this benchmark; keep the traffic flush out of the figures
@@ -60,13 +83,7 @@ func receiverConfig(o Options, httpAddr string) map[string]any {
 			"report_interval": o.ReportInterval.String(),
 			"stale_after":     "24h",
 			"push":            map[string]any{"enabled": false},
-			"kong": []any{map[string]any{
-				"endpoint":        o.KongURL,
-				"instance":        "kong-0",
-				"interval":        o.PollInterval.String(),
-				"timeout":         "10s",
-				"max_concurrency": 16,
-			}},
+			"kong":            []any{poller},
 		},
 	}
 }

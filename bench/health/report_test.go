@@ -40,7 +40,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0, t0 := CPU(), time.Now()
-	p, err := StartPipeline(Options{KongURL: f.URL, PollInterval: 500 * time.Millisecond, ReportInterval: time.Hour, Exporter: true})
+	p, err := StartPipeline(Options{KongURL: f.URL, MaxConcurrency: 16, PageSize: 1000, RequestRate: unpaced, PollInterval: 500 * time.Millisecond, ReportInterval: time.Hour, Exporter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestReport(t *testing.T) {
 	// Snapshot cycles, back to back (report_interval 1 ms), no poll.
 	var shares AllocShares
 	for _, exp := range []bool{false, true} {
-		p, err := StartPipeline(Options{KongURL: f.URL, PollInterval: time.Hour, ReportInterval: time.Millisecond, Exporter: exp})
+		p, err := StartPipeline(Options{KongURL: f.URL, MaxConcurrency: 16, PageSize: 1000, RequestRate: unpaced, PollInterval: time.Hour, ReportInterval: time.Millisecond, Exporter: exp})
 		if err != nil {
 			t.Fatal(err)
 		}

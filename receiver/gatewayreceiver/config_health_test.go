@@ -26,12 +26,12 @@ func TestHealthConfig(t *testing.T) {
 				h.Shard.Count != 1 || !h.Push.HasValue() || h.Push.Get().Path != health.DefaultPushPath {
 				t.Errorf("defaults: %+v", h)
 			}
-			if p := h.Push.Get(); p.StaleAfter != 5*time.Minute || p.Expiry != time.Hour || p.MaxTargets != 100_000 {
+			if p := h.Push.Get(); p.StaleAfter != 5*time.Minute || p.Expiry != time.Hour || p.MaxTargets != 100_000 || p.MaxClockSkew != 5*time.Minute {
 				t.Errorf("push defaults: %+v", *p)
 			}
 			// Poller fields left out stay zero: the poller takes its
 			// defaults (internal/health TestPollerDefaults).
-			if p := h.Pollers["kong"][0]; p.Endpoint != "http://kong:8001" || p.Interval != 0 || p.Timeout != 0 || p.MaxConcurrency != 0 || p.PageSize != 0 {
+			if p := h.Pollers["kong"][0]; p.Endpoint != "http://kong:8001" || p.Interval != 0 || p.Timeout != 0 || p.MaxConcurrency != 0 || p.PageSize != 0 || p.MaxResponseBodySize != 0 || p.RequestRate != 0 {
 				t.Errorf("poller: %+v", p)
 			}
 		}},
@@ -41,12 +41,12 @@ func TestHealthConfig(t *testing.T) {
 				h.Shard.Index != 1 || h.Shard.Count != 3 || h.Push.Get().Path != "/health/events" {
 				t.Errorf("health: %+v", h)
 			}
-			if p := c.healthConfig().Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 {
+			if p := c.healthConfig().Push.Get(); p.StaleAfter != 2*time.Minute || p.Expiry != 30*time.Minute || p.MaxTargets != 500 || p.MaxClockSkew != 30*time.Second {
 				t.Errorf("push: %+v", *p)
 			}
 			k := h.Pollers["kong"][0]
 			if k.Endpoint != "https://kong-0.internal:8444" || k.Instance != "kong-0" || string(k.AdminToken) != "s3cret" ||
-				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 ||
+				k.Interval != 5*time.Second || k.Timeout != 2*time.Second || k.MaxConcurrency != 32 || k.PageSize != 500 || k.MaxResponseBodySize != 1<<20 || k.RequestRate != 250 ||
 				!k.TLS.InsecureSkipVerify || len(k.Headers) != 1 || string(k.Headers[0].Value) != "edge" {
 				t.Errorf("kong: %+v", k)
 			}
@@ -61,11 +61,14 @@ func TestHealthConfig(t *testing.T) {
 		{file: "health_bad_poller.yaml", wantError: "health: kong[0].endpoint must be an http:// or https:// URL, got \"kong:8001\"\n" +
 			"kong[0].max_concurrency must be positive, got -1\n" +
 			"kong[0].page_size must be in [1, 1000], got 5000\n" +
+			"kong[0].request_rate must be positive (requests per second; 0: spread over the interval), got -2\n" +
+			"kong[0].max_response_body_size must be positive (bytes), got -1\n" +
 			"stale_after (30s) must be longer than kong[0].interval (30s)\n" +
 			"envoy[0].endpoint must not be empty\n" +
 			"envoy[0]: admin_token and page_size apply to kong pollers only"},
 		{file: "health_bad_push.yaml", wantError: "limits.max_pushed_targets must be at least 1, got -5\n" +
-			"health: push.stale_after must be positive, got -1s"},
+			"health: push.stale_after must be positive, got -1s\n" +
+			"push.max_clock_skew must be positive, got 0s"},
 		{file: "health_bad_push_expiry.yaml", wantError: "health: push.expiry (10m0s) must be longer than push.stale_after (10m0s)"},
 		{file: "health_push_without_http.yaml", wantError: "health.push needs protocols.http, which is disabled; set health.push.enabled: false"},
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -35,7 +36,8 @@ func TestFactoryPipelineCombinations(t *testing.T) {
 		{"poller", func(c *Config) {
 			hc := defaultHealthConfig()
 			hc.Push = configoptional.None[health.PushConfig]()
-			hc.Pollers = pollersOf("kong", kongPoller(kong.URL, nil))
+			// Its requests spread over 0.9s, not the default 30s interval.
+			hc.Pollers = pollersOf("kong", kongPoller(kong.URL, func(p *PollerConfig) { p.Interval = time.Second }))
 			c.Health = configoptional.Some(hc)
 		}},
 	}

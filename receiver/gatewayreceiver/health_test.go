@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -35,6 +36,12 @@ type healthHarness struct {
 
 func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 	t.Helper()
+	return newHealthHarnessOn(t, componenttest.NewNopHost(), mutate)
+}
+
+// newHealthHarnessOn is newHealthHarness on a host (one with extensions).
+func newHealthHarnessOn(t testing.TB, host component.Host, mutate func(*HealthConfig)) *healthHarness {
+	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.CollectorLabel = "" // exact series; see identity_test.go
 	cfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
@@ -54,7 +61,7 @@ func newHealthHarness(t testing.TB, mutate func(*HealthConfig)) *healthHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := health.NewManual(context.Background(), componenttest.NewNopHost(), health.Settings{
+	h, err := health.NewManual(context.Background(), host, health.Settings{
 		Config: cfg.Health.Get(), Naming: health.NamingOf(cfg.healthProfile()), Next: hh.sink,
 		Telemetry: r.telemetry, TelemetrySettings: set.TelemetrySettings, Logger: set.Logger,
 	})

@@ -113,8 +113,8 @@ func TestKongPollOTelProfile(t *testing.T) {
 // Each fault: the poll's outcome, the rows keep their last state (nothing
 // swept), one warning for three failing polls, and after stale_after the
 // rows turn unknown (all four Kong series 0).
-// defaultPollInterval is a poller's interval when none is set.
-const defaultPollInterval = 10 * time.Second
+// kongPollInterval is a Kong poller's interval when none is set.
+const kongPollInterval = 30 * time.Second
 
 func TestKongFaults(t *testing.T) {
 	cases := []struct {
@@ -164,8 +164,8 @@ func TestKongFaults(t *testing.T) {
 			if got := warns[0].ContextMap()["error"].(string); !strings.Contains(got, c.logMsg) {
 				t.Errorf("logged error %q, want it to contain %q", got, c.logMsg)
 			}
-			if failures, next := hh.h.PollerBackoff(0); failures != 3 || next != 8*defaultPollInterval {
-				t.Errorf("after 3 failures: failures %d, next delay %v, want 3 and %v", failures, next, 8*defaultPollInterval)
+			if failures, next := hh.h.PollerBackoff(0); failures != 3 || next != 8*kongPollInterval {
+				t.Errorf("after 3 failures: failures %d, next delay %v, want 3 and %v", failures, next, 8*kongPollInterval)
 			}
 
 			// Past stale_after every polled row is unknown: Kong prints 0
@@ -285,7 +285,7 @@ func TestSlowPollerBlocksNothing(t *testing.T) {
 		hc.Profile = ProfileKong
 		hc.Pollers = pollersOf("kong",
 			kongPoller(slowSrv.URL, func(p *PollerConfig) { p.Instance = "slow"; p.Timeout = time.Hour }),
-			kongPoller(fastSrv.URL, nil),
+			kongPoller(fastSrv.URL, func(p *PollerConfig) { p.Interval = time.Second }), // its requests spread over 0.9s
 		)
 		c.Health = configoptional.Some(hc)
 	})

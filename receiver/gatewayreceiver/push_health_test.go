@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -35,20 +36,23 @@ func TestPushedEvents(t *testing.T) {
 		c.Health = configoptional.Some(hc)
 	})
 	url := "http://" + h.httpAddr + health.DefaultPushPath
+	// Timestamps within push.max_clock_skew of now.
+	base := time.Now().Add(-2 * time.Minute).UTC()
+	at := func(d time.Duration) string { return base.Add(d).Format(time.RFC3339) }
 	cases := []struct {
 		name, contentType, body string
 		wantCode                int
 		wantBody                string
 	}{
 		{"one event", "application/json",
-			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"2026-07-01T10:00:00Z"}`,
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"` + at(0) + `"}`,
 			200, `{"accepted":1,"out_of_order":0}`},
 		{"array with a bad event", "application/json; charset=utf-8",
-			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"UNHEALTHY","timestamp":"2026-07-01T10:00:05Z"},
+			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"UNHEALTHY","timestamp":"` + at(5*time.Second) + `"},
 			  {"gateway":"kong-7","upstream":"billing","target":"x:1","state":"purple"}]`,
 			200, `{"accepted":1,"out_of_order":0,"rejected":[{"index":1,"error":"\"state\" \"purple\" is not one of healthy, unhealthy, dns_error, healthchecks_off, mostly_healthy, mostly_unhealthy, degraded, unknown"}]}`},
 		{"late event", "application/json",
-			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"2026-07-01T09:59:00Z"}`,
+			`{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"HEALTHY","timestamp":"` + at(-time.Minute) + `"}`,
 			200, `{"accepted":0,"out_of_order":1}`},
 		{"dns error", "application/json",
 			`[{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"gone.internal:80","state":"DNS_ERROR"}]`,
@@ -122,6 +126,66 @@ func TestPushOfTooManyEventsIsRefused(t *testing.T) {
 		t.Fatalf("10,000 events: %d %.300s", code, body)
 	}
 	for outcome, n := range map[string]int64{"accepted": 10_000, "rejected": 1} {
+		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
+			t.Errorf("events{outcome=%s} = %d, want %d", outcome, got, n)
+		}
+	}
+}
+
+// Time is bounded (issue 24, item 4): an event whose timestamp is further
+// than push.max_clock_skew from the collector's clock is refused
+// (clock_skew), and no event, however it is dated, holds back a correct
+// event after it. Before, an event of year 2200 was accepted and every
+// later event about its target was out_of_order until the row expired.
+func TestPushTimestampsAreBounded(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		hc := defaultHealthConfig()
+		hc.Profile = ProfileKong
+		c.Health = configoptional.Some(hc)
+	})
+	url := "http://" + h.httpAddr + health.DefaultPushPath
+	event := func(state, ts string) string {
+		return `{"gateway":"kong-7","kind":"kong","upstream":"billing","target":"api:8080","address":"10.0.0.1:8080","state":"` + state + `","timestamp":"` + ts + `"}`
+	}
+	want := map[string]int64{}
+	skewed := 0
+	for i, c := range []struct {
+		name, ts string
+		refused  string // "behind" or "ahead of" the collector's clock; "": accepted
+	}{
+		{"year 1 (Go's zero time)", "0001-01-01T00:00:00Z", "behind"},
+		{"year 1677 (before int64 nanoseconds)", "1677-09-21T00:12:43.145224191Z", "behind"},
+		{"year 2200", "2200-01-01T00:00:00Z", "ahead of"},
+		{"year 2262 (after int64 nanoseconds)", "2262-04-11T23:47:16.854775808Z", "ahead of"},
+		{"year 9999", "9999-12-31T23:59:59.999999999Z", "ahead of"},
+		{"6 minutes behind", time.Now().Add(-6 * time.Minute).UTC().Format(time.RFC3339Nano), "behind"},
+		{"4 minutes ahead, within the window", time.Now().Add(4 * time.Minute).UTC().Format(time.RFC3339Nano), ""},
+	} {
+		state := []string{"UNHEALTHY", "DNS_ERROR"}[i%2]
+		code, body := postHealth(t, url, "application/json", event(state, c.ts))
+		if c.refused != "" {
+			skewed++
+			wantMsg := `{"accepted":0,"out_of_order":0,"rejected":[{"index":0,"error":"\"timestamp\" \"` + c.ts + `\" is more than 5m0s ` + c.refused + ` the collector's clock (`
+			if code != http.StatusBadRequest || !strings.HasPrefix(body, wantMsg) || !strings.HasSuffix(body, `): refused (health.push.max_clock_skew)"}]}`) {
+				t.Errorf("%s: %d %s\nwant 400 %s…", c.name, code, body, wantMsg)
+			}
+		} else if code != http.StatusOK || body != `{"accepted":1,"out_of_order":0}` {
+			t.Errorf("%s: %d %s, want accepted", c.name, code, body)
+		}
+		// A correct event right after, of the other state, always applies.
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		if code, body := postHealth(t, url, "application/json", event("HEALTHY", now)); code != http.StatusOK || body != `{"accepted":1,"out_of_order":0}` {
+			t.Errorf("after %s, an event stamped now: %d %s, want accepted", c.name, code, body)
+		}
+		clear(want)
+		kongSeries(want, "kong-7", "billing", "api:8080", "10.0.0.1:8080", "healthy")
+		waitFor(t, func() bool {
+			return seriesState(sink.AllMetrics())[`kong_upstream_target_health{address="10.0.0.1:8080",state="healthy",subsystem="http",target="api:8080",upstream="billing"}@kong-7`] == 1
+		})
+		checkSeries(t, seriesState(sink.AllMetrics()), want)
+	}
+	for outcome, n := range map[string]int64{"accepted": 8, "clock_skew": int64(skewed), "out_of_order": 0, "rejected": 0} {
 		if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_health_events", attribute.String("outcome", outcome)); got != n {
 			t.Errorf("events{outcome=%s} = %d, want %d", outcome, got, n)
 		}

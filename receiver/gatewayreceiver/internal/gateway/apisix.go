@@ -32,7 +32,7 @@ var apisixGateway = Gateway{
 		Decode:     DecodeAPISIXHTTPLogger,
 	},
 	HealthStates: []HealthState{HealthHealthy, HealthUnhealthy, HealthMostlyHealthy, HealthMostlyUnhealthy, HealthUnknown},
-	Poller:       &PollerSpec{Poll: pollAPISIX, MaxConcurrency: 1},
+	Poller:       &PollerSpec{Poll: pollAPISIX, MaxConcurrency: 1, MaxResponseBodySize: apisixMaxResponseBody},
 }
 
 // pollAPISIX fetches every checker's nodes in one document. A checker exists

@@ -54,3 +54,8 @@ func apisixState(s string) HealthState {
 		return HealthUnknown
 	}
 }
+
+// apisixMaxResponseBody is the default bound on /v1/healthcheck, one
+// document for every checker: 10,000 checkers of 2 nodes are about 4 MB
+// (health_size_test.go).
+const apisixMaxResponseBody = 32 << 20

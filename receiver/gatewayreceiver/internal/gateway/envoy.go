@@ -29,7 +29,7 @@ var envoyGateway = Gateway{
 	MapRoot:      mapEnvoyRoot,
 	MapChild:     envoyRouter,
 	HealthStates: []HealthState{HealthHealthy, HealthDegraded, HealthUnhealthy, HealthUnknown},
-	Poller:       &PollerSpec{Poll: pollEnvoy, MaxConcurrency: 1},
+	Poller:       &PollerSpec{Poll: pollEnvoy, MaxConcurrency: 1, MaxResponseBodySize: envoyMaxResponseBody},
 	Metrics:      &envoyMetrics,
 }
 

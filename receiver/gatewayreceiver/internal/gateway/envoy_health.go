@@ -89,3 +89,8 @@ func DecodeEnvoyClusters(dst []TargetHealth, body []byte) ([]TargetHealth, error
 	}
 	return dst, nil
 }
+
+// envoyMaxResponseBody is the default bound on /clusters?format=json, one
+// pretty-printed document for every cluster: 10,000 clusters of 2 hosts are
+// about 26 MB (health_size_test.go).
+const envoyMaxResponseBody = 64 << 20

@@ -93,6 +93,7 @@ func (f *fakeSession) InShard(string) bool      { return true }
 func (f *fakeSession) Apply(obs []TargetHealth) { f.applied = append(f.applied, obs...) }
 func (f *fakeSession) Keep(string)              {}
 func (f *fakeSession) Fatal(error) bool         { return false }
+func (f *fakeSession) Expect(int)               {}
 func (f *fakeSession) MaxConcurrency() int      { return 1 }
 func (f *fakeSession) PageSize() int            { return 100 }
 

@@ -16,8 +16,10 @@ type HealthEvent struct {
 	// Kind is the gateway kind the event names; KindAuto when none.
 	Kind Kind
 	TargetHealth
-	// Time is when the gateway saw the state; zero when the event had none.
-	Time time.Time
+	// Time is when the gateway saw the state, as its clock read it; valid
+	// only when HasTime (0001-01-01T00:00:00Z is a timestamp too).
+	Time    time.Time
+	HasTime bool
 	// Index is the event's position in the request (0 for a lone object),
 	// to name it in an answer.
 	Index int
@@ -154,7 +156,7 @@ func checkHealthEvent(e pushEvent) (HealthEvent, string) {
 		if err != nil {
 			return HealthEvent{}, `"timestamp" ` + strconv.Quote(e.Timestamp) + " is not RFC 3339"
 		}
-		ev.Time = t
+		ev.Time, ev.HasTime = t, true
 	}
 	return ev, ""
 }

@@ -179,7 +179,7 @@ func TestDecodeHealthEvents(t *testing.T) {
 		t.Fatalf("err %v rejected %v", err, rejected)
 	}
 	at, _ := time.Parse(time.RFC3339Nano, ts)
-	want := []HealthEvent{{Gateway: "kong-1", Kind: KindKong, Time: at,
+	want := []HealthEvent{{Gateway: "kong-1", Kind: KindKong, Time: at, HasTime: true,
 		TargetHealth: TargetHealth{Upstream: "billing", Target: "api:8080", IP: "10.0.0.1", Port: "8080", State: HealthUnhealthy}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v want %+v", got, want)

@@ -132,3 +132,9 @@ func kongState(s string) HealthState {
 		return HealthUnknown
 	}
 }
+
+// kongMaxResponseBody is the default bound on one Admin API answer: a page
+// of 1,000 upstreams (Kong's largest page) with their full entities is
+// about 1.1 MB, a page of 1,000 targets of 50 addresses each about 3.6 MB
+// (health_size_test.go measures both).
+const kongMaxResponseBody = 16 << 20

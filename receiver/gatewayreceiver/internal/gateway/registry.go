@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Gateway is one gateway's home: everything the receiver knows about it.
@@ -85,9 +86,16 @@ type PollerSpec struct {
 	Poll func(ctx context.Context, s PollSession) (complete bool, err error)
 	// MaxConcurrency is the default bound on requests in flight.
 	MaxConcurrency int
+	// Interval is the default interval between polls (0: the health
+	// part's default); a poll's requests are spread over it.
+	Interval time.Duration
 	// Paged: the admin API pages its lists (`page_size` applies), and
 	// accepts an admin token (`admin_token`, sent as Kong-Admin-Token).
 	Paged bool
+	// MaxResponseBodySize is the default bound on one answer's body, in
+	// bytes, sized from the largest answer the admin API gives at the
+	// seeds' scale (docs/gateways.md); 0: the health part's default.
+	MaxResponseBodySize int64
 }
 
 // PollSession is what a poller uses during one poll; the receiver's health
@@ -107,6 +115,10 @@ type PollSession interface {
 	// Fatal reports whether err says the admin API as a whole is
 	// unreachable (abandon the rest of the poll).
 	Fatal(err error) bool
+	// Expect says the poll is about to make n more requests: the receiver
+	// spreads them over what is left of the poll's interval (Get waits for
+	// each one's turn).
+	Expect(n int)
 	// MaxConcurrency and PageSize are the poller's settings.
 	MaxConcurrency() int
 	PageSize() int

@@ -23,13 +23,17 @@ const (
 	defaultStaleAfter     = time.Minute
 	defaultPollInterval   = 10 * time.Second
 	defaultPollTimeout    = 5 * time.Second
-	defaultPageSize       = 1000
+	defaultPageSize       = 100 // Kong's own default; see PollerConfig.PageSize
 	DefaultPushPath       = "/v1/health"
 	defaultPushStaleAfter = 5 * time.Minute
 	defaultPushExpiry     = time.Hour
 	defaultPushMaxTargets = 100_000
+	defaultPushClockSkew  = 5 * time.Minute
 	maxPageSize           = 1000 // Kong refuses size > 1000
-	backoffMaxMultiplier  = 8    // a failing poller waits at most 8 intervals
+	// defaultMaxResponseBodySize bounds an answer of a gateway whose home
+	// names no bound of its own.
+	defaultMaxResponseBodySize = 16 << 20
+	backoffMaxMultiplier       = 8 // a failing poller waits at most 8 intervals
 )
 
 // Config is the `health` section: upstream health polled from admin APIs and pushed by
@@ -81,6 +85,10 @@ type PushConfig struct {
 	// beyond it is refused (existing rows still update), so a pusher
 	// inventing names cannot grow the table without bound.
 	MaxTargets int `mapstructure:"max_targets"`
+	// MaxClockSkew is how far an event's timestamp may be from the
+	// collector's clock, either way; an event beyond it is refused
+	// (outcome clock_skew), so a wrong clock can never pin a row.
+	MaxClockSkew time.Duration `mapstructure:"max_clock_skew"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -94,15 +102,29 @@ type PollerConfig struct {
 	// (service.instance.id, Prometheus `instance`); default: the endpoint's
 	// host:port.
 	Instance string `mapstructure:"instance"`
-	// Interval between the end of one poll and the start of the next.
+	// Interval between the starts of two polls; a poll's requests are
+	// spread over it.
 	Interval time.Duration `mapstructure:"interval"`
 	// MaxConcurrency bounds the requests in flight (Kong polls one health
-	// endpoint per upstream).
+	// endpoint per upstream). Requests are paced (RequestRate), so it is a
+	// cap reached only when the admin API answers slowly.
 	MaxConcurrency int `mapstructure:"max_concurrency"`
 	// AdminToken is sent as Kong-Admin-Token (Kong only).
 	AdminToken configopaque.String `mapstructure:"admin_token"`
-	// PageSize is Kong's `size` for paginated lists, at most 1000 (Kong only).
+	// PageSize is Kong's `size` for paginated lists, at most 1000 (Kong
+	// only). The default, 100, is Kong's own: a page of 1,000 upstreams
+	// keeps a gateway worker busy encoding ~1 MB of JSON while proxy
+	// requests wait (bench/health TestGatewayCost).
 	PageSize int `mapstructure:"page_size"`
+	// RequestRate is the requests per second a poll sends; 0 (the
+	// default): a poll's requests are spread evenly over its interval,
+	// however many there are.
+	RequestRate float64 `mapstructure:"request_rate"`
+	// MaxResponseBodySize bounds one answer's body in bytes (after gzip
+	// decoding); a larger answer is refused unread (outcome too_large) and
+	// the rows keep their last state. Default: the gateway's
+	// (PollerSpec.MaxResponseBodySize).
+	MaxResponseBodySize int64 `mapstructure:"max_response_body_size"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -142,6 +164,7 @@ func DefaultConfig() Config {
 		Shard:          ShardConfig{Index: 0, Count: 1},
 		Push: configoptional.Some(PushConfig{
 			Path: DefaultPushPath, StaleAfter: defaultPushStaleAfter, Expiry: defaultPushExpiry, MaxTargets: defaultPushMaxTargets,
+			MaxClockSkew: defaultPushClockSkew,
 		}),
 	}
 }
@@ -189,6 +212,9 @@ func (p *PushConfig) validate() error {
 	if p.MaxTargets < 1 {
 		errs = errors.Join(errs, fmt.Errorf("push.max_targets must be at least 1, got %d", p.MaxTargets))
 	}
+	if p.MaxClockSkew <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("push.max_clock_skew must be positive, got %v", p.MaxClockSkew))
+	}
 	return errs
 }
 
@@ -211,10 +237,16 @@ func (p *PollerConfig) validate(name string, spec *gateway.PollerSpec, staleAfte
 	if p.PageSize < 0 || p.PageSize > maxPageSize {
 		errs = errors.Join(errs, fmt.Errorf("%s.page_size must be in [1, %d], got %d", name, maxPageSize, p.PageSize))
 	}
+	if p.RequestRate < 0 {
+		errs = errors.Join(errs, fmt.Errorf("%s.request_rate must be positive (requests per second; 0: spread over the interval), got %v", name, p.RequestRate))
+	}
+	if p.MaxResponseBodySize < 0 {
+		errs = errors.Join(errs, fmt.Errorf("%s.max_response_body_size must be positive (bytes), got %d", name, p.MaxResponseBodySize))
+	}
 	if !spec.Paged && (p.AdminToken != "" || p.PageSize != 0) {
 		errs = errors.Join(errs, fmt.Errorf("%s: admin_token and page_size apply to %s pollers only", name, gateway.OneOf(gateway.PagedPollerNames())))
 	}
-	if iv := p.interval(); staleAfter > 0 && staleAfter <= iv {
+	if iv := p.interval(spec); staleAfter > 0 && staleAfter <= iv {
 		errs = errors.Join(errs, fmt.Errorf("stale_after (%v) must be longer than %s.interval (%v)", staleAfter, name, iv))
 	}
 	return errs
@@ -238,9 +270,12 @@ func (c *Config) pollerGroups() []pollerGroup {
 	return groups
 }
 
-func (p *PollerConfig) interval() time.Duration {
-	if p.Interval > 0 {
+func (p *PollerConfig) interval(spec *gateway.PollerSpec) time.Duration {
+	switch {
+	case p.Interval > 0:
 		return p.Interval
+	case spec.Interval > 0:
+		return spec.Interval
 	}
 	return defaultPollInterval
 }
@@ -257,6 +292,16 @@ func (p *PollerConfig) maxConcurrency(spec *gateway.PollerSpec) int {
 		return p.MaxConcurrency
 	}
 	return max(spec.MaxConcurrency, 1)
+}
+
+func (p *PollerConfig) maxResponseBodySize(spec *gateway.PollerSpec) int64 {
+	switch {
+	case p.MaxResponseBodySize > 0:
+		return p.MaxResponseBodySize
+	case spec.MaxResponseBodySize > 0:
+		return spec.MaxResponseBodySize
+	}
+	return defaultMaxResponseBodySize
 }
 
 func (p *PollerConfig) pageSize() int {

@@ -116,6 +116,7 @@ func (h *Health) Start(ctx context.Context, host component.Host) error {
 	// controller does it; Shutdown cancels them.
 	pollCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancel = cancel
+	h.pacePollers()
 	for _, p := range h.pollers {
 		h.polls.Go(func() { p.run(pollCtx) })
 	}
@@ -202,6 +203,8 @@ func (h *Health) newPoller(ctx context.Context, host component.Host, group polle
 	if err != nil {
 		return nil, err
 	}
+	own := originOf(base)
+	guardOrigin(client, own)
 	instance := cfg.Instance
 	if instance == "" {
 		instance = base.Host
@@ -210,7 +213,7 @@ func (h *Health) newPoller(ctx context.Context, host component.Host, group polle
 	name := group.name + "[" + strconv.Itoa(i) + "]"
 	p := &poller{
 		spec: group.spec, gkind: g.Kind(), name: name, instance: instance, cfg: cfg, base: base, client: client, h: h,
-		maxConc:  maxConc,
+		maxConc: maxConc, origin: own, maxBody: cfg.maxResponseBodySize(group.spec),
 		logger:   h.logger.With(zap.String("poller", name), zap.String("instance", instance)),
 		attrs:    attribute.NewSet(attribute.String("gateway", group.name), attribute.String("instance", instance)),
 		outcomes: make(map[string]attribute.Set, len(pollOutcomes)),
@@ -243,6 +246,16 @@ func (h *Health) emitLoop() {
 				h.table.expirePushed(now, push.StaleAfter, push.Expiry)
 			}
 			h.em.emit(ctx, true)
+		}
+	}
+}
+
+// pacePollers gives every poller its pacer (pace.go).
+func (h *Health) pacePollers() {
+	for _, p := range h.pollers {
+		p.pace = &pacer{}
+		if r := p.cfg.RequestRate; r > 0 {
+			p.pace.fixed = time.Duration(float64(time.Second) / r)
 		}
 	}
 }

@@ -13,8 +13,8 @@ import (
 // Manual drives a Health by hand, for tests of what the receiver's naming
 // profiles make of the health state: pollers are built but never run on
 // their own, and polls, expiry and emissions happen only when asked, one at
-// a time, on the caller's goroutine. It is not part of the running
-// receiver.
+// a time, on the caller's goroutine; polls are unpaced unless Pace is
+// called. It is not part of the running receiver.
 type Manual struct {
 	h *Health
 	// synthetic pollers of ApplyPoll, one per instance.
@@ -38,6 +38,10 @@ func (m *Manual) Close() { m.h.closeClients() }
 
 // Config is the health section in use.
 func (m *Manual) Config() *Config { return m.h.cfg }
+
+// Pace makes the polls paced as in a running receiver (pace.go); without
+// it Poll runs a poll's requests as fast as max_concurrency allows.
+func (m *Manual) Pace() { m.h.pacePollers() }
 
 // Poll runs one poll of poller i.
 func (m *Manual) Poll(i int) { m.h.pollers[i].poll(context.Background()) }
@@ -72,11 +76,13 @@ const (
 	PushApplied    = pushApplied
 	PushOutOfOrder = pushOutOfOrder
 	PushOverLimit  = pushOverLimit
+	PushClockSkew  = pushClockSkew
 )
 
 // ApplyEvent applies one pushed event received at now.
 func (m *Manual) ApplyEvent(ev *gateway.HealthEvent, now time.Time) PushOutcome {
-	return m.h.table.applyEvent(ev, now, m.h.cfg.Push.Get().MaxTargets)
+	p := m.h.cfg.Push.Get()
+	return m.h.table.applyEvent(ev, now, p.MaxTargets, p.MaxClockSkew)
 }
 
 // ApplyPoll records a poll of generation gen made at now by a poller of

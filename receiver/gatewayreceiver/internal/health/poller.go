@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -27,14 +28,16 @@ const (
 	outcomeHTTPStatus     = "http_status"
 	outcomeMalformed      = "malformed"
 	outcomePaginationLoop = "pagination_loop"
+	// outcomeForeignOrigin: a redirect or a `next` page that leaves the
+	// endpoint's origin, refused (origin.go).
+	outcomeForeignOrigin = "foreign_origin"
+	// outcomeTooLarge: an answer larger than max_response_body_size,
+	// refused (body.go).
+	outcomeTooLarge = "too_large"
 )
 
-var pollOutcomes = [...]string{outcomeSuccess, outcomeConnection, outcomeTimeout, outcomeHTTPStatus, outcomeMalformed, outcomePaginationLoop}
-
-// maxAdminBody bounds one admin API response (Envoy's /clusters at 20k hosts
-// is a few MiB; this leaves room without letting a broken server exhaust
-// memory).
-const maxAdminBody = 256 << 20
+var pollOutcomes = [...]string{outcomeSuccess, outcomeConnection, outcomeTimeout, outcomeHTTPStatus, outcomeMalformed, outcomePaginationLoop,
+	outcomeForeignOrigin, outcomeTooLarge}
 
 // pollError is a failed fetch with the outcome it is counted under.
 type pollError struct {
@@ -72,10 +75,11 @@ func fatal(err error) bool {
 	return o == outcomeConnection || o == outcomeTimeout
 }
 
-// poller polls one admin API on its own goroutine. Polls never overlap: the
-// next starts an interval after the previous one ended, so a slow API
-// slows its own poller only. After a failure the wait doubles, up to
-// healthBackoffMaxMultiplier intervals.
+// poller polls one admin API on its own goroutine. A poll starts every
+// interval and spreads its requests over it (pace.go). Polls never overlap:
+// one that runs past its interval delays the next, so a slow API slows its
+// own poller only. After a failure the next poll waits 2, 4, then 8
+// intervals from the failure's end (backoffMaxMultiplier).
 //
 // Written by hand rather than on scraperhelper's controller: the
 // controller runs every scraper of a receiver in one loop (a slow admin API
@@ -94,11 +98,24 @@ type poller struct {
 	h        *Health
 	logger   *zap.Logger
 	maxConc  int
+	// origin is the endpoint's: the only one requests may go to.
+	origin origin
+	// maxBody bounds one answer's body (max_response_body_size).
+	maxBody int64
+	// pace spaces the requests of a poll (pace.go); nil for a poller
+	// driven by hand (Manual), whose polls run unpaced.
+	pace *pacer
 
 	// Loop state, owned by the poller's goroutine.
 	gen         uint64
 	failures    int
 	lastOutcome string
+	// took is how long the last poll ran; overran marks a poll that ran
+	// past its interval (logged once per streak).
+	took    time.Duration
+	overran bool
+	// requests counts the current poll's requests (for the overrun log).
+	requests atomic.Int64
 
 	attrs    attribute.Set
 	outcomes map[string]attribute.Set
@@ -118,10 +135,13 @@ func (p *poller) run(ctx context.Context) {
 	}
 }
 
+// nextDelay is the wait before the next poll: what is left of the
+// interval after a successful poll (none when it overran), a backoff of
+// whole intervals after a failure.
 func (p *poller) nextDelay() time.Duration {
-	iv := p.cfg.interval()
+	iv := p.cfg.interval(p.spec)
 	if p.failures == 0 {
-		return iv
+		return max(iv-p.took, 0)
 	}
 	mult := 1 << min(p.failures, 3) // 2, 4, 8 intervals
 	return time.Duration(min(mult, backoffMaxMultiplier)) * iv
@@ -133,6 +153,10 @@ func (p *poller) nextDelay() time.Duration {
 func (p *poller) poll(ctx context.Context) {
 	p.gen++
 	start := time.Now()
+	p.requests.Store(0)
+	if p.pace != nil {
+		p.pace.begin(start, time.Duration(spreadFraction*float64(p.cfg.interval(p.spec))))
+	}
 	complete, err := p.spec.Poll(ctx, session{p: p, gen: p.gen})
 	if complete && ctx.Err() == nil {
 		p.h.table.sweep(p, p.gen)
@@ -141,6 +165,8 @@ func (p *poller) poll(ctx context.Context) {
 		return // shutting down: neither count nor log the cut-short poll
 	}
 	end := time.Now()
+	p.took = end.Sub(start)
+	p.logOverrun()
 	outcome := outcomeOf(err)
 	tel := p.h.tel
 	tel.ReceiverGatewayHealthPolls.Add(ctx, 1, metric.WithAttributeSet(p.outcomes[outcome]))
@@ -172,7 +198,24 @@ type session struct {
 	gen uint64
 }
 
-func (s session) Get(ctx context.Context, ref string) ([]byte, error) { return s.p.get(ctx, ref) }
+// Get waits for the request's slot (pace.go), then fetches ref.
+func (s session) Get(ctx context.Context, ref string) ([]byte, error) {
+	if s.p.pace != nil {
+		if err := s.p.pace.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.p.requests.Add(1)
+	return s.p.get(ctx, ref)
+}
+
+// Expect spreads the n requests the poll is about to make over what is
+// left of its interval.
+func (s session) Expect(n int) {
+	if s.p.pace != nil {
+		s.p.pace.expect(time.Now(), n)
+	}
+}
 
 // InShard reports whether this collector polls the upstream.
 func (s session) InShard(upstream string) bool {
@@ -194,12 +237,18 @@ func (s session) MaxConcurrency() int  { return s.p.maxConc }
 func (s session) PageSize() int        { return s.p.cfg.pageSize() }
 
 // get fetches a path (with query) relative to the endpoint and returns the
-// body of a 200 answer. Any other status is an http_status error quoting
-// the start of the body.
+// body of a 200 answer. A reference that resolves to another origin (an
+// absolute or scheme-relative `next`) is refused unsent (foreign_origin), as
+// is a redirect to another origin. Any other status is an http_status error
+// quoting the start of the body; an answer larger than
+// max_response_body_size is refused (too_large) without reading the rest.
 func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 	u, err := p.base.Parse(ref)
 	if err != nil {
 		return nil, &pollError{outcomeMalformed, errors.New("bad next page reference " + strconv.Quote(ref) + ": " + err.Error())}
+	}
+	if originOf(u) != p.origin {
+		return nil, foreignOrigin("page reference "+strconv.Quote(ref)+", resolved to", u, p.origin)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), http.NoBody)
 	if err != nil {
@@ -214,13 +263,41 @@ func (p *poller) get(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Closing before the end drops the connection: what is left of a
+	// refused answer is never read.
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	if resp.StatusCode != http.StatusOK {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, statusBodyPrefix))
+		return head, &pollError{outcomeHTTPStatus, &gateway.StatusError{Code: resp.StatusCode, URL: u.Redacted(), Body: head}}
+	}
+	if resp.ContentLength > p.maxBody {
+		return nil, &pollError{outcomeTooLarge, &tooLargeError{url: u.Redacted(), poller: p.name, limit: p.maxBody, announced: resp.ContentLength}}
+	}
+	body, err := readBody(resp.Body, p.maxBody)
+	if errors.Is(err, errTooLarge) {
+		return nil, &pollError{outcomeTooLarge, &tooLargeError{url: u.Redacted(), poller: p.name, limit: p.maxBody, announced: -1}}
+	}
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return body, &pollError{outcomeHTTPStatus, &gateway.StatusError{Code: resp.StatusCode, URL: u.String(), Body: body}}
-	}
 	return body, nil
+}
+
+// logOverrun warns once when polls start running past their interval (the
+// API answers too slowly for the requests to fit, or request_rate is too
+// low for them), and says when they fit again.
+func (p *poller) logOverrun() {
+	iv := p.cfg.interval(p.spec)
+	over := p.took > iv
+	if over == p.overran {
+		return
+	}
+	p.overran = over
+	if over {
+		p.logger.Warn("Health poll ran past its interval; the next starts at once. Raise interval (and stale_after), max_concurrency or request_rate; logged again only when polls fit again",
+			zap.Duration("took", p.took), zap.Duration("interval", iv), zap.Int64("requests", p.requests.Load()),
+			zap.Int("max_concurrency", p.maxConc), zap.Float64("request_rate", p.cfg.RequestRate))
+		return
+	}
+	p.logger.Info("Health polls fit their interval again", zap.Duration("took", p.took), zap.Duration("interval", iv))
 }

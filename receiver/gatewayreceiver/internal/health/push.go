@@ -22,6 +22,7 @@ var (
 	eventsOutOfOrder = attribute.NewSet(attribute.String("outcome", "out_of_order"))
 	eventsOverLimit  = attribute.NewSet(attribute.String("outcome", "over_limit"))
 	eventsThrottled  = attribute.NewSet(attribute.String("outcome", "throttled"))
+	eventsClockSkew  = attribute.NewSet(attribute.String("outcome", "clock_skew"))
 )
 
 // minPushEvents is the fewest events one push may carry whatever
@@ -100,24 +101,30 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	}
 	resp := pushResponse{}
 	now := time.Now()
-	overLimit := 0
+	push := h.cfg.Push.Get()
+	overLimit, skewed := 0, 0
 	// Both lists are in request order; merge them so rejected stays sorted
 	// by index.
 	next := 0
+	refuse := func(idx int, msg string) {
+		for ; next < len(rejected) && rejected[next].Index < idx; next++ {
+			resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rejected[next].Index, Error: rejected[next].Msg})
+		}
+		resp.Rejected = append(resp.Rejected, rejectedEvent{Index: idx, Error: msg})
+	}
 	for i := range events {
-		switch h.table.applyEvent(&events[i], now, maxPushed) {
+		switch h.table.applyEvent(&events[i], now, maxPushed, push.MaxClockSkew) {
 		case pushApplied:
 			resp.Accepted++
 		case pushOutOfOrder:
 			resp.OutOfOrder++
 		case pushOverLimit:
 			overLimit++
-			idx := events[i].Index
-			for ; next < len(rejected) && rejected[next].Index < idx; next++ {
-				resp.Rejected = append(resp.Rejected, rejectedEvent{Index: rejected[next].Index, Error: rejected[next].Msg})
-			}
-			resp.Rejected = append(resp.Rejected, rejectedEvent{Index: idx, Error: "refused: " + strconv.Itoa(maxPushed) +
-				" pushed targets are kept already (limits.max_pushed_targets); an event about a new target is refused until pushed targets expire"})
+			refuse(events[i].Index, "refused: "+strconv.Itoa(maxPushed)+
+				" pushed targets are kept already (limits.max_pushed_targets); an event about a new target is refused until pushed targets expire")
+		case pushClockSkew:
+			skewed++
+			refuse(events[i].Index, clockSkewMessage(events[i].Time, now, push.MaxClockSkew))
 		}
 	}
 	for ; next < len(rejected); next++ {
@@ -131,11 +138,23 @@ func (h *Health) handlePush(w http.ResponseWriter, req *http.Request) {
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(len(rejected)), metric.WithAttributeSet(eventsRejected))
 	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(overLimit), metric.WithAttributeSet(eventsOverLimit))
 	h.pushFolds.Folded(int64(overLimit))
+	h.tel.ReceiverGatewayHealthEvents.Add(ctx, int64(skewed), metric.WithAttributeSet(eventsClockSkew))
 	code := http.StatusOK
 	if resp.Accepted == 0 && resp.OutOfOrder == 0 && len(resp.Rejected) > 0 {
 		code = http.StatusBadRequest
 	}
 	writePush(w, code, resp)
+}
+
+// clockSkewMessage says why an event's timestamp was refused, naming both
+// clocks (a difference of centuries does not fit a time.Duration).
+func clockSkewMessage(at, now time.Time, skew time.Duration) string {
+	side := "behind"
+	if at.After(now) {
+		side = "ahead of"
+	}
+	return `"timestamp" ` + strconv.Quote(at.Format(time.RFC3339Nano)) + " is more than " + skew.String() + " " + side +
+		" the collector's clock (" + now.UTC().Format(time.RFC3339) + "): refused (health.push.max_clock_skew)"
 }
 
 func writePush(w http.ResponseWriter, code int, resp pushResponse) {

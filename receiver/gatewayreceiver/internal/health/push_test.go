@@ -57,6 +57,7 @@ func FuzzHandlePush(f *testing.F) {
 	f.Add([]byte(`[{"gateway":"g","upstream":"u","target":"[::1]:80","address":"[::1]:80","state":"mostly_healthy"},{"gateway":"g","kind":"nginx"}]`))
 	f.Add([]byte(`[{"gateway":"kong-7"}]`))
 	f.Add([]byte(`<xml/>`))
+	f.Add([]byte(`{"gateway":"g","upstream":"u","target":"t","state":"healthy","timestamp":"9999-12-31T23:59:59Z"}`))
 	f.Add([]byte(`{"gateway":"g","upstream":"u","target":"t","address":"[]:80","state":"healthy"}`))
 	cfg := DefaultConfig()
 	cfg.Push.Get().MaxTargets = 64

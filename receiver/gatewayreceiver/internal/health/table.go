@@ -316,9 +316,13 @@ const (
 	pushApplied    pushOutcome = iota
 	pushOutOfOrder             // older than the newest event applied to its row
 	pushOverLimit              // a new row, and push.max_targets rows exist
+	pushClockSkew              // its timestamp is further than push.max_clock_skew from now
 )
 
 // applyEvent records one pushed event received at now:
+//   - pushClockSkew: the event's timestamp is further than maxSkew from now,
+//     either way; nothing changes (an event of year 2200 would otherwise
+//     make every later event about its row out of order until it expired);
 //   - pushOutOfOrder: the event is older than the newest one applied to its
 //     row (events may arrive out of order); nothing changes;
 //   - pushOverLimit: the event is about a row that does not exist and
@@ -326,13 +330,25 @@ const (
 //   - pushApplied: the row is created or updated; a new row is a pushed row
 //     (counted against maxPushed), an existing polled row stays its
 //     poller's and counts as confirmed.
-func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int) pushOutcome {
+//
+// An event orders by its timestamp, but never later than its receive
+// time: one dated ahead of the collector's clock (within maxSkew) holds
+// back no event dated after it arrived. An event without a timestamp
+// orders by its receive time.
+func (t *table) applyEvent(ev *gateway.HealthEvent, now time.Time, maxPushed int, maxSkew time.Duration) pushOutcome {
+	at := now
+	if ev.HasTime {
+		// Compared as instants, never through UnixNano: years 1 and 9999
+		// are outside int64 nanoseconds.
+		if ev.Time.Before(now.Add(-maxSkew)) || ev.Time.After(now.Add(maxSkew)) {
+			return pushClockSkew
+		}
+		if ev.Time.Before(now) {
+			at = ev.Time
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	at := ev.Time
-	if at.IsZero() {
-		at = now
-	}
 	t.capLocked(&ev.TargetHealth)
 	t.cutLocked(&ev.Gateway)
 	k := rowKey{instance: ev.Gateway, upstream: ev.Upstream, target: ev.Target, ip: ev.IP, port: ev.Port}

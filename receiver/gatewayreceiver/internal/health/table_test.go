@@ -60,7 +60,7 @@ func TestLongNamesAreCutAndNotRetained(t *testing.T) {
 		long := strings.Repeat(strconv.Itoa(i%10), 1<<20)
 		ev := gateway.HealthEvent{Gateway: long, Kind: gateway.KindKong, TargetHealth: gateway.TargetHealth{
 			Upstream: long + "u", Target: long + "t", IP: "10.0.0.1", Port: "80", State: gateway.HealthHealthy}}
-		if got := tab.applyEvent(&ev, time.Now(), 1000); got != pushApplied {
+		if got := tab.applyEvent(&ev, time.Now(), 1000, time.Minute); got != pushApplied {
 			t.Fatalf("event %d: %v", i, got)
 		}
 	}

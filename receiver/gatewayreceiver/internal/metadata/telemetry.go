@@ -108,7 +108,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayHealthPolls, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_health_polls",
-		metric.WithDescription("Admin API polls, by gateway (kong, apisix, envoy), instance and outcome (success, connection_error, timeout, http_status, malformed, pagination_loop). [Development]"),
+		metric.WithDescription("Admin API polls, by gateway (kong, apisix, envoy), instance and outcome (success, connection_error, timeout, http_status, malformed, pagination_loop, foreign_origin: a redirect or next page to another origin, refused; too_large: an answer over max_response_body_size, refused). [Development]"),
 		metric.WithUnit("{poll}"),
 	)
 	errs = errors.Join(errs, err)
@@ -133,7 +133,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayHealthEvents, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_health_events",
-		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled). [Development]"),
+		metric.WithDescription("Pushed health events, by outcome (accepted, rejected, out_of_order, over_limit, throttled, clock_skew: a timestamp further than push.max_clock_skew from the collector's clock, refused). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)
