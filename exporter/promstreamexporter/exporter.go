@@ -30,6 +30,7 @@ const (
 	reasonConflict    = "type_conflict"     // the name is already exposed with another type
 	reasonInvalidName = "invalid_name"      // the name translates to nothing valid
 	reasonLimit       = "max_series"        // the table is full
+	reasonInvalid     = "invalid_point"     // bounds or quantiles that cannot be written validly (invalid.go)
 )
 
 // promStreamExporter keeps the latest value of every series in a series table
@@ -54,8 +55,9 @@ type promStreamExporter struct {
 	slots slotPool
 	stop  chan struct{}
 	done  chan struct{}
-	// warned limits the "table full" warning to one per expiry period.
-	warned bool
+	// warned limits the "table full" warning, and warnedInvalid the
+	// invalid point one, to one per expiry period.
+	warned, warnedInvalid bool
 	// points is the reusable point writer (guarded by mu).
 	points pointWriter
 	// scrapeAttrs are the scrape telemetry's attributes per format.
@@ -223,7 +225,7 @@ func (e *promStreamExporter) expire(now time.Time) {
 	}
 	e.mu.Lock()
 	e.namer.forgetContexts(cutoff)
-	e.warned = false
+	e.warned, e.warnedInvalid = false, false
 	e.mu.Unlock()
 }
 
@@ -340,12 +342,24 @@ func (e *promStreamExporter) limited(ctx context.Context, name string, n int) {
 	}
 }
 
+// invalid counts a point that cannot be written validly, and warns once per
+// expiry period, naming what was wrong.
+func (e *promStreamExporter) invalid(ctx context.Context, name, why string) {
+	e.drop(ctx, reasonInvalid, name, 1)
+	if !e.warnedInvalid {
+		e.warnedInvalid = true
+		e.settings.Logger.Warn("Data point cannot be exposed validly; it is dropped (further ones until the next expiry check are only counted)",
+			zap.String("metric", name), zap.String("problem", why))
+	}
+}
+
 var dropReasons = map[string]attribute.Set{
 	reasonDelta:       attribute.NewSet(attribute.String("reason", reasonDelta)),
 	reasonUnsupported: attribute.NewSet(attribute.String("reason", reasonUnsupported)),
 	reasonConflict:    attribute.NewSet(attribute.String("reason", reasonConflict)),
 	reasonInvalidName: attribute.NewSet(attribute.String("reason", reasonInvalidName)),
 	reasonLimit:       attribute.NewSet(attribute.String("reason", reasonLimit)),
+	reasonInvalid:     attribute.NewSet(attribute.String("reason", reasonInvalid)),
 }
 
 // metricKind is how one OTel metric maps to Prometheus, or why it does not.

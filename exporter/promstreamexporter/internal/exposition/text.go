@@ -175,11 +175,6 @@ func AppendLabelValue(dst []byte, v string) []byte {
 	return append(dst, '"')
 }
 
-// Label is one rendered label pair.
-type Label struct {
-	Name, Value string
-}
-
 // AppendSeriesPrefix appends `name{l1="v1",l2="v2"}` (or just `name` when there
 // are no labels): the part of a sample line that never changes. Labels are
 // written in the order given; empty values are skipped, since Prometheus
