@@ -2,7 +2,6 @@ package series
 
 import (
 	"math"
-	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -410,8 +409,11 @@ type boundTexts struct {
 	canonical, short textList
 }
 
+// newBoundTexts renders the texts of bounds, which it keeps: a Dist's
+// bounds are never written once it has them (Dist.Bounds), and
+// SharedBounds passes a copy of its own.
 func newBoundTexts(bounds []float64, short bool) *boundTexts {
-	t := &boundTexts{bounds: slices.Clone(bounds)}
+	t := &boundTexts{bounds: bounds}
 	t.canonical = newTextList(t.bounds, exposition.AppendCanonical)
 	if short {
 		t.short = newTextList(t.bounds, exposition.AppendFloat)
@@ -428,12 +430,19 @@ type textList struct {
 }
 
 func newTextList(values []float64, render func([]byte, float64) []byte) textList {
-	l := textList{off: make([]uint32, 1, len(values)+1)}
+	// Measured first, then rendered into an exact allocation: a list is
+	// kept as long as its bounds, and append's slack (up to as much
+	// again) would be kept with it.
+	var scratch [32]byte
+	size := 0
+	for _, v := range values {
+		size += len(render(scratch[:0], v))
+	}
+	l := textList{b: make([]byte, 0, size), off: make([]uint32, 1, len(values)+1)}
 	for _, v := range values {
 		l.b = render(l.b, v)
 		l.off = append(l.off, uint32(len(l.b)))
 	}
-	l.b = slices.Clip(l.b)
 	return l
 }
 
