@@ -230,7 +230,6 @@ func (wr *Writer) writePage(ctx context.Context, f *Family, p *page, q *Query, p
 	own := len(list) > 0 && unsafe.SliceData(list) == unsafe.SliceData(p.series)
 	locked := true
 	flushSize, bigSize := wr.flushSize(), wr.bigSize()
-	dist := f.typ == exposition.TypeHistogram || f.typ == exposition.TypeSummary
 	if proto {
 		wr.openGroup(f, q)
 	}
@@ -246,7 +245,7 @@ func (wr *Writer) writePage(ctx context.Context, f *Family, p *page, q *Query, p
 		if wr.dedupe && !wr.unique(f, s, q) {
 			continue
 		}
-		big := s.sizeEstimate(dist) > bigSize
+		big := s.sizeEstimate(f.typ) > bigSize
 		if big {
 			wr.takeSnapshot(f, s, q, proto)
 		} else {
@@ -295,31 +294,27 @@ func (wr *Writer) writePage(ctx context.Context, f *Family, p *page, q *Query, p
 }
 
 // sizeEstimate estimates, from what the series holds, how many bytes its
-// rendering takes in any format: its lines (one per bucket, quantile,
-// exemplar, plus _sum, _count, _created) times its labels and lineBytes.
-// The caller holds the series' page lock.
-func (s *Series) sizeEstimate(dist bool) uint64 {
+// rendering takes in any format, at most: its lines times its labels and
+// lineBytes. It reads as little as it can (a scrape reads every series, and
+// a field on another cache line is a miss more per series): a gauge's or
+// counter's labels (a line, a _created line, an exemplar); a histogram's
+// bucket count, its exemplars (one a bucket at most) and native buckets
+// (fewer than its classic ones) counted as as many lines again; a
+// summary's quantiles. The caller holds the series' page lock.
+func (s *Series) sizeEstimate(t exposition.Type) uint64 {
+	perLine := uint64(s.ln) + lineBytes
 	var d *Dist
-	if dist {
+	if t == exposition.TypeHistogram || t == exposition.TypeSummary {
 		d = s.dist
 	}
-	if d == nil {
-		// A gauge or counter: one line, a _created line and an exemplar
-		// at most; what it holds besides its labels is not read (a scrape
-		// reads every series: a load more is a cache miss more).
-		return 3 * (uint64(s.ln) + lineBytes)
+	switch {
+	case d == nil:
+		return 3 * perLine
+	case t == exposition.TypeHistogram:
+		return 2 * (uint64(len(d.Counts)) + 4) * perLine
+	default:
+		return (uint64(len(d.Values())) + 4) * perLine
 	}
-	lines := uint64(len(d.Counts)) + 4
-	if r := d.rare; r != nil {
-		lines += uint64(len(r.values))
-		if n := r.native; n != nil {
-			lines += uint64(len(n.Pos)+len(n.Neg)) / 8 // a varint or so each
-		}
-	}
-	if x := s.ex; x != nil {
-		lines += uint64(len(x.list))
-	}
-	return lines * (uint64(s.ln) + lineBytes)
 }
 
 // openGroup starts a protobuf MetricFamily message in buf: its length

@@ -200,8 +200,8 @@ func parsedEntries(t *testing.T, body []byte, contentType string) []string {
 func TestCutsDoNotChangeTheBody(t *testing.T) {
 	for _, o := range []Options{{}, {Timestamps: true, ShortestBounds: true, Unsorted: true}} {
 		tbl := streamTable(t, o)
-		if big := tbl.byName["h"].pages[0].series[1]; big.sizeEstimate(true) <= bigSeries {
-			t.Fatalf("the big histogram's estimate %d is under bigSeries: the default limits would not cut it", big.sizeEstimate(true))
+		if big := tbl.byName["h"].pages[0].series[1]; big.sizeEstimate(exposition.TypeHistogram) <= bigSeries {
+			t.Fatalf("the big histogram's estimate %d is under bigSeries: the default limits would not cut it", big.sizeEstimate(exposition.TypeHistogram))
 		}
 		for _, format := range streamFormats {
 			q := format.q
