@@ -29,12 +29,13 @@ const (
 	// syscalls, and a buffer that is still small next to the body; it lives
 	// in a scrape slot, so it is allocated once.
 	flushAt = 1 << 20
-	// bigSeries is the estimated rendering (seriesSize) above which a
+	// bigSeries is the estimated rendering (sizeEstimate) above which a
 	// series is written from a snapshot with its page unlocked, in pieces
-	// of about flushAt, rather than whole under its page's lock. No
-	// ordinary series comes near it (a 15-bucket histogram with 200 bytes
-	// of labels: about 7 KiB).
-	bigSeries = 64 << 10
+	// of about flushAt, rather than whole under its page's lock. Ordinary
+	// series stay well under it (the estimate of a 15-bucket histogram
+	// with 200 bytes of labels is 12 KiB; of an exponential one at the
+	// SDKs' default 160 buckets a side, some 210 KiB).
+	bigSeries = 256 << 10
 	// lineBytes is what seriesSize counts per line besides the labels:
 	// name, le, value, timestamp, exemplar.
 	lineBytes = 128

@@ -65,9 +65,10 @@ func (f distFill) Fill(d *Dist) {
 }
 
 // streamTable holds every kind of series, small and big: gauges past a
-// page, counters with exemplars and start times, histograms of 5 and of 600
-// buckets (past bigSeries; exemplars, one with a native form), summaries of
-// 3 and 800 quantiles, and a family with UTF-8 names.
+// page, counters with exemplars and start times, histograms of 5 and of
+// 1,000 buckets (past bigSeries; exemplars, one with a native form),
+// summaries of 3 and 2,000 quantiles (past it too), and a family with UTF-8
+// names.
 func streamTable(t testing.TB, o Options) *Table {
 	t.Helper()
 	tbl := New(o)
@@ -101,10 +102,10 @@ func streamTable(t testing.TB, o Options) *Table {
 	for i := range 40 {
 		fill := distFill{n: 5, v: uint64(i + 1)}
 		if i%13 == 1 {
-			fill.n = 600
+			fill.n = 1000
 		}
 		if i == 14 {
-			fill.native = 600
+			fill.native = 1000
 		}
 		var ex []Exemplar
 		if i%2 == 1 {
@@ -117,7 +118,7 @@ func streamTable(t testing.TB, o Options) *Table {
 	for i := range 3 {
 		fill := distFill{n: 3, v: uint64(i + 1), summary: true}
 		if i == 1 {
-			fill.n = 800
+			fill.n = 2000
 		}
 		series(sm, i).UpdateHistogram(1, PointTimes{Created: 1_600_000_000_000_000_000}, fill, nil)
 	}
@@ -200,8 +201,10 @@ func parsedEntries(t *testing.T, body []byte, contentType string) []string {
 func TestCutsDoNotChangeTheBody(t *testing.T) {
 	for _, o := range []Options{{}, {Timestamps: true, ShortestBounds: true, Unsorted: true}} {
 		tbl := streamTable(t, o)
-		if big := tbl.byName["h"].pages[0].series[1]; big.sizeEstimate(exposition.TypeHistogram) <= bigSeries {
-			t.Fatalf("the big histogram's estimate %d is under bigSeries: the default limits would not cut it", big.sizeEstimate(exposition.TypeHistogram))
+		for name, typ := range map[string]exposition.Type{"h": exposition.TypeHistogram, "s": exposition.TypeSummary} {
+			if big := tbl.byName[name].pages[0].series[1]; big.sizeEstimate(typ) <= bigSeries {
+				t.Fatalf("the big %s's estimate %d is under bigSeries: the default limits would not cut it", name, big.sizeEstimate(typ))
+			}
 		}
 		for _, format := range streamFormats {
 			q := format.q
