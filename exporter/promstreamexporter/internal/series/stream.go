@@ -36,7 +36,7 @@ const (
 	// with 200 bytes of labels is 12 KiB; of an exponential one at the
 	// SDKs' default 160 buckets a side, some 210 KiB).
 	bigSeries = 256 << 10
-	// lineBytes is what seriesSize counts per line besides the labels:
+	// lineBytes is what sizeEstimate counts per line besides the labels:
 	// name, le, value, timestamp, exemplar.
 	lineBytes = 128
 	// maxRetained bounds what a Writer keeps between scrapes: a buffer or
