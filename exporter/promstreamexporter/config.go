@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/featuregate"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/internal/rename"
 )
 
@@ -226,8 +227,15 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf("namespace %q has no character valid in a Prometheus metric name", c.Namespace))
 	}
 	for name := range c.ConstLabels {
-		if name == "" || strings.HasPrefix(c.constLabelName(name), "__") || !utf8.ValidString(name) {
+		// What a scraper that asks for escaped names reads (text 0.0.4
+		// always does): "__x" from "_.x" under a UTF-8 strategy.
+		escaped := exposition.EscapeLabelName(name, exposition.EscapeUnderscores)
+		switch {
+		case name == "" || strings.HasPrefix(c.constLabelName(name), "__") || strings.HasPrefix(escaped, "__") ||
+			!utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
 			errs = errors.Join(errs, fmt.Errorf("const_labels: %q is not a valid Prometheus label name", name))
+		case escaped == "le" || escaped == "quantile":
+			errs = errors.Join(errs, fmt.Errorf("const_labels: %q is the label a histogram (le) or summary (quantile) writes on its samples: choose another name", name))
 		}
 	}
 	// The contrib exporter's own rules and messages for its resource

@@ -61,6 +61,8 @@ func TestConfig(t *testing.T) {
 		{file: "negative_shutdown_grace.yaml", wantErr: "shutdown_grace must not be negative, got -1s"},
 		{file: "bad_namespace.yaml", wantErr: `namespace "-.-" has no character valid in a Prometheus metric name`},
 		{file: "bad_const_label.yaml", wantErr: `const_labels: "__reserved" is not a valid Prometheus label name`},
+		{file: "escaped_const_label.yaml", wantErr: `const_labels: "_.x" is not a valid Prometheus label name`},
+		{file: "reserved_const_label.yaml", wantErr: `const_labels: "le" is the label a histogram (le) or summary (quantile) writes on its samples: choose another name`},
 		{file: "bad_label_order.yaml", wantErr: `label_order must be "sorted" or "as_received", got "random"`},
 		{file: "bad_bucket_format.yaml", wantErr: `text_bucket_format must be "canonical" or "shortest", got "padded"`},
 	}

@@ -32,6 +32,7 @@ const (
 	reasonConflict    = "type_conflict"     // the name is already exposed with another type
 	reasonInvalidName = "invalid_name"      // the name translates to nothing valid
 	reasonLimit       = "max_series"        // the table is full
+	reasonInvalid     = "invalid_point"     // bounds or quantiles that cannot be written validly (invalid.go)
 )
 
 // promStreamExporter keeps the latest value of every series in a series table
@@ -61,6 +62,9 @@ type promStreamExporter struct {
 	// told once per batch, never per point.
 	folds   *foldlog.Logger
 	refused int64
+	// warnedInvalid limits the invalid point warning to one per expiry
+	// period.
+	warnedInvalid bool
 	// points is the reusable point writer (guarded by mu).
 	points pointWriter
 	// scrapeAttrs are the scrape telemetry's attributes per format.
@@ -231,6 +235,7 @@ func (e *promStreamExporter) expire(now time.Time) {
 	}
 	e.mu.Lock()
 	e.namer.forgetContexts(cutoff)
+	e.warnedInvalid = false
 	e.mu.Unlock()
 }
 
@@ -353,12 +358,24 @@ func (e *promStreamExporter) reportRefused() {
 	}
 }
 
+// invalid counts a point that cannot be written validly, and warns once per
+// expiry period, naming what was wrong.
+func (e *promStreamExporter) invalid(ctx context.Context, name, why string) {
+	e.drop(ctx, reasonInvalid, name, 1)
+	if !e.warnedInvalid {
+		e.warnedInvalid = true
+		e.settings.Logger.Warn("Data point cannot be exposed validly; it is dropped (further ones until the next expiry check are only counted)",
+			zap.String("metric", name), zap.String("problem", why))
+	}
+}
+
 var dropReasons = map[string]attribute.Set{
 	reasonDelta:       attribute.NewSet(attribute.String("reason", reasonDelta)),
 	reasonUnsupported: attribute.NewSet(attribute.String("reason", reasonUnsupported)),
 	reasonConflict:    attribute.NewSet(attribute.String("reason", reasonConflict)),
 	reasonInvalidName: attribute.NewSet(attribute.String("reason", reasonInvalidName)),
 	reasonLimit:       attribute.NewSet(attribute.String("reason", reasonLimit)),
+	reasonInvalid:     attribute.NewSet(attribute.String("reason", reasonInvalid)),
 }
 
 // metricKind is how one OTel metric maps to Prometheus, or why it does not.

@@ -3,9 +3,13 @@ package promstreamexporter
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -199,3 +203,157 @@ func BenchmarkScrapeShapes(b *testing.B) {
 		})
 	}
 }
+
+// hugeHistograms is issue 24's workload: n OTLP histogram points of one
+// metric, each with buckets explicit bounds (the same for every point, or
+// its own with distinct) and gateway-shaped labels.
+func hugeHistograms(n, buckets int, distinct bool) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "kong")
+	rm.Resource().Attributes().PutStr("service.instance.id", "kong-7f9c6d5b4-x2v8q")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("http.server.request.duration")
+	m.SetUnit("s")
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	for i := range n {
+		dp := h.DataPoints().AppendEmpty()
+		dp.Attributes().PutStr("http.route", "/api/v1/hostile/"+strconv.Itoa(i))
+		dp.Attributes().PutStr("http.request.method", "GET")
+		dp.Attributes().PutInt("http.response.status_code", 200)
+		bounds := dp.ExplicitBounds()
+		bounds.EnsureCapacity(buckets)
+		for j := range buckets {
+			b := float64(j) / 1000
+			if distinct {
+				b += float64(i) / 1e7
+			}
+			bounds.Append(b)
+		}
+		counts := dp.BucketCounts()
+		counts.EnsureCapacity(buckets + 1)
+		for j := range buckets + 1 {
+			counts.Append(uint64(j % 3))
+		}
+		dp.SetCount(uint64(buckets))
+		dp.SetSum(123.5)
+	}
+	return md
+}
+
+// heapObjects reads the bytes of live and not yet swept heap objects.
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// slotHeap scrapes an exporter holding n histograms of buckets bounds with
+// max_concurrent_scrapes (4) scrapers at once, in text, OpenMetrics,
+// protobuf and gzipped text, twice, and returns what a scrape slot took of
+// the heap: its peak over the first scrapes (bound texts included: the first
+// scrape renders them into the table), what stayed after them (the same),
+// and its peak over the second scrapes.
+func slotHeap(tb testing.TB, n, buckets int, distinct bool) (first, kept, second float64) {
+	tb.Helper()
+	e, err := newExporter(createDefaultConfig(), exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer e.telemetry.Shutdown()
+	if err := e.consumeMetrics(context.Background(), hugeHistograms(n, buckets, distinct)); err != nil {
+		tb.Fatal(err)
+	}
+	scrapeAll := func() (peak uint64) {
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		sampled := make(chan uint64)
+		go func() {
+			var max uint64
+			for {
+				max = maxHeap(max, heapObjects())
+				select {
+				case <-stop:
+					sampled <- max
+					return
+				case <-time.After(200 * time.Microsecond):
+				}
+			}
+		}()
+		for _, h := range []http.Header{
+			{"Accept": {acceptText004}},
+			{"Accept": {acceptOpenMetrics}},
+			{"Accept": {acceptProto}},
+			{"Accept": {acceptText004}, "Accept-Encoding": {"gzip"}},
+		} {
+			wg.Go(func() {
+				req := httptest.NewRequest(http.MethodGet, metricsPath, nil)
+				req.Header = h
+				rw := &sizeRW{h: http.Header{}}
+				e.handleMetrics(rw, req)
+				if rw.n < n*buckets*2 { // gzip: some 2 bytes a bucket
+					tb.Errorf("%v: a body of %d bytes", h, rw.n)
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		return <-sampled
+	}
+	runtime.GC()
+	stored := heapObjects()
+	peak1 := scrapeAll()
+	runtime.GC()
+	warm := heapObjects()
+	peak2 := scrapeAll()
+	mib := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	return mib(peak1-min(peak1, stored)) / 4, mib(warm-min(warm, stored)) / 4, mib(peak2-min(peak2, warm)) / 4
+}
+
+// TestHugeHistogramsCostABoundedSlot: 8 histograms of 20,000 buckets (a
+// page of them renders to some 20 MB) scraped by 4 scrapers at once, in
+// every format: a scrape slot takes a few MiB of heap, never a page's or a
+// series' rendering (a page was rendered whole into the slot's buffer).
+// BenchmarkHugeHistogramsScrape measures issue 24's workload.
+func TestHugeHistogramsCostABoundedSlot(t *testing.T) {
+	first, kept, second := slotHeap(t, 8, 20_000, false)
+	t.Logf("a scrape slot: %.1f MiB peak on the first scrape, %.1f MiB kept, %.1f MiB peak on the next", first, kept, second)
+	if first > 8 || kept > 4 || second > 8 {
+		t.Errorf("a scrape slot took %.1f MiB of heap on its first scrape, kept %.1f, took %.1f on the next; want at most 8, 4 and 8",
+			first, kept, second)
+	}
+}
+
+// BenchmarkHugeHistogramsScrape is issue 24's workload, 40 histograms of
+// 50,000 buckets (their bounds shared, or distinct: each then keeps its
+// bound texts, some 0.9 MiB, rendered by its first scrape), scraped by 4
+// scrapers at once; it reports the heap a scrape slot takes (MiB-first,
+// MiB-kept, MiB-next, as slotHeap measures them).
+//
+//	go test -run '^$' -bench HugeHistogramsScrape -benchtime 1x ./exporter/promstreamexporter
+func BenchmarkHugeHistogramsScrape(b *testing.B) {
+	for _, distinct := range []bool{false, true} {
+		b.Run("distinct="+strconv.FormatBool(distinct), func(b *testing.B) {
+			var first, kept, second float64
+			for b.Loop() {
+				first, kept, second = slotHeap(b, 40, 50_000, distinct)
+			}
+			b.ReportMetric(first, "MiB-first/slot")
+			b.ReportMetric(kept, "MiB-kept/slot")
+			b.ReportMetric(second, "MiB-next/slot")
+		})
+	}
+}
+
+func maxHeap(a, b uint64) uint64 { return max(a, b) }
+
+// sizeRW counts the body written to it.
+type sizeRW struct {
+	h http.Header
+	n int
+}
+
+func (s *sizeRW) Header() http.Header         { return s.h }
+func (s *sizeRW) Write(p []byte) (int, error) { s.n += len(p); return len(p), nil }
+func (s *sizeRW) WriteHeader(int)             {}

@@ -101,11 +101,22 @@ func newNamer(cfg *Config) *namer {
 	if ns := cfg.namespace(); ns != "" {
 		n.targetInfoName = ns + "_" + n.targetInfoName
 	}
-	for k, v := range cfg.ConstLabels {
-		n.constLabels = append(n.constLabels, exposition.Label{Name: cfg.constLabelName(k), Value: v})
+	keys := make([]string, 0, len(cfg.ConstLabels))
+	for k := range cfg.ConstLabels {
+		keys = append(keys, k)
 	}
-	// Sorted, so that label_order: as_received writes them in one order.
-	n.constLabels = sortLabels(n.constLabels)
+	// Sorted by name, then by key (two keys may escape alike), so that
+	// label_order: as_received writes them in one order and the values of
+	// two that escape alike are joined in one order (exposition.Resolve).
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := strings.Compare(cfg.constLabelName(a), cfg.constLabelName(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range keys {
+		n.constLabels = append(n.constLabels, exposition.Label{Name: cfg.constLabelName(k), Value: cfg.ConstLabels[k]})
+	}
 	return n
 }
 
@@ -116,6 +127,7 @@ func (n *namer) family(m pmetric.Metric, typ otlptranslator.MetricType) (familyR
 		return ref, false
 	}
 	name, err := n.metricNamer.Build(otlptranslator.Metric{Name: m.Name(), Unit: m.Unit(), Type: typ})
+	name = exposition.ValidName(name) // UTF-8 names are kept as they come
 	if err != nil || name == "" {
 		ref := familyRef{reason: reasonInvalidName}
 		n.setFamily(m, typ, ref)
@@ -138,6 +150,7 @@ func (n *namer) labelName(k string) string {
 	if err != nil {
 		ln = ""
 	}
+	ln = exposition.ValidName(ln) // UTF-8 names are kept as they come
 	if len(n.labelNames) < maxCachedLabelNames {
 		n.labelNames[strings.Clone(k)] = ln
 	}
@@ -169,10 +182,9 @@ func (n *namer) resource(attrs pcommon.Map, now int64) *resourceLabels {
 		if !n.resourceLabels.matches(k) {
 			continue
 		}
-		r.copied = append(r.copied, strings.Clone(k))
-		if ln := n.labelName(k); ln != "" {
-			r.labels = append(r.labels, exposition.Label{Name: ln, Value: v.AsString()})
-		}
+		k = strings.Clone(k)
+		r.copied = append(r.copied, k)
+		r.labels = n.appendAttr(r.labels, k, v)
 	}
 	r.labels = append(r.labels, n.constLabels...)
 	if job != "" && instance != "" {
@@ -182,11 +194,12 @@ func (n *namer) resource(attrs pcommon.Map, now int64) *resourceLabels {
 			case "service.name", "service.namespace", "service.instance.id":
 				continue // they are job and instance already
 			}
-			if ln := n.labelName(k); ln != "" {
-				ti = append(ti, exposition.Label{Name: ln, Value: v.AsString()})
-			}
+			ti = n.appendAttr(ti, strings.Clone(k), v)
 		}
-		r.targetInfo = &series.Context{Labels: sortLabels(ti)}
+		// Sorted by name as it is written with either label_order; the
+		// table joins and renames what collides (exposition.Resolve).
+		slices.SortStableFunc(ti, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
+		r.targetInfo = &series.Context{Labels: ti}
 		r.targetInfoHash = identity.Combine(h, identity.OfString(n.targetInfoName))
 	}
 	n.resources[h] = append(n.resources[h], r)
@@ -218,9 +231,7 @@ func (n *namer) context(r *resourceLabels, scope pcommon.InstrumentationScope, s
 			case "name", "version", "schema_url":
 				continue // reserved: the scope's own fields below
 			}
-			if ln := n.labelName("otel_scope_" + k); ln != "" {
-				labels = append(labels, exposition.Label{Name: ln, Value: v.AsString()})
-			}
+			labels = n.appendAttr(labels, "otel_scope_"+k, v)
 		}
 		for _, l := range [...]exposition.Label{
 			{Name: "otel_scope_name", Value: scope.Name()},
@@ -260,83 +271,33 @@ func (n *namer) forgetContexts(cutoff int64) {
 	}
 }
 
-// appendAttrs appends attributes as labels, translated.
-func (n *namer) appendAttrs(dst []exposition.Label, attrs pcommon.Map, prefix string) []exposition.Label {
-	for k, v := range attrs.All() {
-		if ln := n.labelName(prefix + k); ln != "" {
-			dst = append(dst, exposition.Label{Name: ln, Value: v.AsString()})
-		}
+// appendAttr appends the label of attribute k (left out when k has no
+// valid label name: empty, or only underscores). k must not point into a
+// request's buffer when the label is kept beyond the call.
+func (n *namer) appendAttr(dst []exposition.Label, k string, v pcommon.Value) []exposition.Label {
+	if ln := n.labelName(k); ln != "" {
+		dst = append(dst, exposition.Label{Name: ln, Value: v.AsString(), Attr: true, Key: k})
 	}
 	return dst
 }
 
-// seriesLabels assembles a new series' labels: its context's and its
-// point's, sorted by name; the values of labels that share a name (an
-// attribute "job", or two attributes that translate alike) are joined with
-// ";", as the contrib exporter does for target_info.
+// seriesLabels assembles a new series' labels: its context's, then its
+// point's attributes in the order they came, translated. The series table
+// makes them what a series writes (exposition.Resolve: sorted or not, one
+// label per name, none reserved). A point attribute with the key of a
+// resource attribute copied by resource_constant_labels is left out: the
+// resource's value wins, as in the contrib exporter, which copies resource
+// attributes over the point's.
 func (n *namer) seriesLabels(dst []exposition.Label, c *labelContext, attrs pcommon.Map) []exposition.Label {
 	dst = append(dst[:0], c.ctx.Labels...)
-	if copied := c.res.copied; len(copied) > 0 {
-		for k, v := range attrs.All() {
-			if slices.Contains(copied, k) {
-				continue // the resource's value wins, as in the contrib exporter
-			}
-			if ln := n.labelName(k); ln != "" {
-				dst = append(dst, exposition.Label{Name: ln, Value: v.AsString()})
-			}
-		}
-	} else {
-		dst = n.appendAttrs(dst, attrs, "")
-	}
-	if n.cfg.LabelOrder == labelOrderAsReceived {
-		return mergeInOrder(dst)
-	}
-	return sortLabels(dst)
-}
-
-// mergeInOrder joins the values of labels that share a name into the first
-// of them, keeping the order labels came in (label_order: as_received).
-func mergeInOrder(labels []exposition.Label) []exposition.Label {
-	out := labels[:0]
-	for _, l := range labels {
-		dup := false
-		for i := range out {
-			if out[i].Name == l.Name {
-				dup = true
-				switch {
-				case l.Value == "":
-				case out[i].Value == "":
-					out[i].Value = l.Value
-				default:
-					out[i].Value += ";" + l.Value
-				}
-				break
-			}
-		}
-		if !dup {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func sortLabels(labels []exposition.Label) []exposition.Label {
-	slices.SortStableFunc(labels, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
-	out := labels[:0]
-	for _, l := range labels {
-		if k := len(out); k > 0 && out[k-1].Name == l.Name {
-			switch {
-			case l.Value == "":
-			case out[k-1].Value == "":
-				out[k-1].Value = l.Value
-			default:
-				out[k-1].Value += ";" + l.Value
-			}
+	copied := c.res.copied
+	for k, v := range attrs.All() {
+		if len(copied) > 0 && slices.Contains(copied, k) {
 			continue
 		}
-		out = append(out, l)
+		dst = n.appendAttr(dst, k, v)
 	}
-	return out
+	return dst
 }
 
 // jobInstance derives the job and instance labels as the Prometheus

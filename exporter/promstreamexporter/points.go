@@ -126,13 +126,20 @@ type distPoint interface {
 
 // storeDists stores the points of a distribution metric: hold keeps the
 // point where fill (run under the series' page lock) reads it and its
-// exemplars in p.ex; the series keeps the point's times (pointTimes).
-func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P), fill func(*pointWriter, *series.Dist)) {
+// exemplars in p.ex, or returns what makes it invalid (invalid.go); the
+// series keeps the point's times (pointTimes). An invalid point is dropped
+// and counted (invalid_point), its series left as it was.
+func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*pointWriter, P) string, fill func(*pointWriter, *series.Dist)) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
-		if s := p.series(dp.Attributes(), dp.Flags()); s != nil {
+		if !dp.Flags().NoRecordedValue() {
 			p.ex = p.ex[:0]
-			hold(p, dp)
+			if why := hold(p, dp); why != "" {
+				p.e.invalid(p.ctx, p.f.Name(), why)
+				continue
+			}
+		}
+		if s := p.series(dp.Attributes(), dp.Flags()); s != nil {
 			p.fill = fill
 			s.UpdateHistogram(p.now, p.pointTimes(dp.StartTimestamp(), dp.Timestamp()), p, p.ex)
 		}
@@ -151,15 +158,25 @@ func (p *pointWriter) pointTimes(start, ts pcommon.Timestamp) series.PointTimes 
 }
 
 func (p *pointWriter) histograms(dps pmetric.HistogramDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) {
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.HistogramDataPoint) string {
 		p.hist = dp
 		p.exemplars(dp.Exemplars())
+		return invalidBounds(dp.ExplicitBounds())
 	}, fillHistogram)
 }
 
 func fillHistogram(p *pointWriter, d *series.Dist) {
 	dp := p.hist
-	setBounds(p.f, d, dp.ExplicitBounds())
+	bounds := dp.ExplicitBounds()
+	if n := bounds.Len(); n > 0 && math.IsInf(bounds.At(n-1), 1) {
+		// A last bound of +Inf is the +Inf bucket every histogram ends
+		// with (its line is the count): written once, not twice. Rare
+		// (a producer that sends it): a copy without it.
+		trimmed := pcommon.NewFloat64Slice()
+		trimmed.FromRaw(bounds.AsRaw()[:n-1])
+		bounds = trimmed
+	}
+	setBounds(p.f, d, bounds)
 	d.Counts = resize(d.Counts, len(d.Bounds))
 	var cum uint64
 	counts := dp.BucketCounts()
@@ -173,7 +190,10 @@ func fillHistogram(p *pointWriter, d *series.Dist) {
 }
 
 func (p *pointWriter) summaries(dps pmetric.SummaryDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) { p.summary = dp }, fillSummary)
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.SummaryDataPoint) string {
+		p.summary = dp
+		return invalidQuantiles(dp.QuantileValues())
+	}, fillSummary)
 }
 
 func fillSummary(p *pointWriter, d *series.Dist) {
@@ -199,9 +219,10 @@ func fillSummary(p *pointWriter, d *series.Dist) {
 // equals the count. Nothing is dropped; only resolution within a bucket is
 // lost, as with any classic histogram.
 func (p *pointWriter) exponential(dps pmetric.ExponentialHistogramDataPointSlice) {
-	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) {
+	storeDists(p, dps, func(p *pointWriter, dp pmetric.ExponentialHistogramDataPoint) string {
 		p.expo = dp
 		p.exemplars(dp.Exemplars())
+		return invalidZeroThreshold(dp.ZeroThreshold())
 	}, fillExponential)
 }
 
@@ -242,6 +263,12 @@ func fillExponential(p *pointWriter, d *series.Dist) {
 		w++
 	}
 	bounds, counts = bounds[:w], counts[:w]
+	if w > 0 && math.IsInf(bounds[w-1], 1) {
+		// Buckets past the largest float64 (scale -10, or a far offset)
+		// end at +Inf: that is the +Inf bucket every histogram ends with,
+		// written once (its line is the count), not twice.
+		bounds, counts = bounds[:w-1], counts[:w-1]
+	}
 	if !slices.Equal(d.Bounds, bounds) {
 		d.Bounds = bounds
 	}

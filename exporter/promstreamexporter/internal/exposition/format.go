@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -280,6 +281,17 @@ func EscapeName(name string, e Escaping) string {
 		return name
 	}
 	return model.EscapeName(name, e.model())
+}
+
+// ValidName returns name as the text formats can carry it quoted (UTF-8
+// names): invalid UTF-8 and NUL bytes, which Prometheus's text parsers
+// refuse in a quoted name (and with it the whole scrape), become U+FFFD.
+// Names that need no change are returned as they are.
+func ValidName(name string) string {
+	if utf8.ValidString(name) && strings.IndexByte(name, 0) < 0 {
+		return name
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(name, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // IsLegacyName reports whether name needs no escaping under any scheme.

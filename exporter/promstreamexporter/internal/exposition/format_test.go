@@ -48,6 +48,8 @@ func TestOpenMetricsHeader(t *testing.T) {
 	}{
 		{"requests_total", "Requests \"served\".", TypeCounter, "# TYPE requests counter\n# HELP requests Requests \\\"served\\\".\n"},
 		{"requests", "", TypeCounter, "# TYPE requests unknown\n"},
+		// A counter called _total alone has no family name of its own.
+		{"_total", "", TypeCounter, "# TYPE _total unknown\n"},
 		{"x", "", TypeUntyped, "# TYPE x unknown\n"},
 		{"lat", "", TypeHistogram, "# TYPE lat histogram\n"},
 	}

@@ -80,7 +80,7 @@ func AppendOpenMetricsHeader(dst []byte, name, help string, t Type) []byte {
 	switch {
 	case t == TypeUntyped:
 		keyword = "unknown"
-	case t == TypeCounter && strings.HasSuffix(name, "_total"):
+	case t == TypeCounter && IsTotalName(name):
 		name = name[:len(name)-len("_total")]
 	case t == TypeCounter:
 		keyword = "unknown"
@@ -98,6 +98,14 @@ func AppendOpenMetricsHeader(dst []byte, name, help string, t Type) []byte {
 		dst = append(dst, '\n')
 	}
 	return dst
+}
+
+// IsTotalName reports whether a counter named name is an OpenMetrics
+// counter: its name ends in "_total" after a family name of its own (a
+// counter called "_total" alone would be family "", which no parser reads,
+// and is written unknown).
+func IsTotalName(name string) bool {
+	return len(name) > len("_total") && strings.HasSuffix(name, "_total")
 }
 
 // OpenMetricsEOF ends every OpenMetrics exposition.
@@ -173,11 +181,6 @@ func AppendLabelValue(dst []byte, v string) []byte {
 	dst = append(dst, '"')
 	dst = appendEscaped(dst, v, true)
 	return append(dst, '"')
-}
-
-// Label is one rendered label pair.
-type Label struct {
-	Name, Value string
 }
 
 // AppendSeriesPrefix appends `name{l1="v1",l2="v2"}` (or just `name` when there

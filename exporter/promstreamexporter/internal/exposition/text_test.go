@@ -29,10 +29,10 @@ func TestAppendSeriesPrefix(t *testing.T) {
 		want   string
 	}{
 		{nil, "m"},
-		{[]Label{{"a", ""}}, "m"},
-		{[]Label{{"a", "x"}, {"b", ""}, {"c", "y"}}, `m{a="x",c="y"}`},
-		{[]Label{{"v", "quote\" back\\ nl\n"}}, `m{v="quote\" back\\ nl\n"}`},
-		{[]Label{{"u", "ünïcode ✓"}}, `m{u="ünïcode ✓"}`},
+		{[]Label{{Name: "a", Value: ""}}, "m"},
+		{[]Label{{Name: "a", Value: "x"}, {Name: "b", Value: ""}, {Name: "c", Value: "y"}}, `m{a="x",c="y"}`},
+		{[]Label{{Name: "v", Value: "quote\" back\\ nl\n"}}, `m{v="quote\" back\\ nl\n"}`},
+		{[]Label{{Name: "u", Value: "ünïcode ✓"}}, `m{u="ünïcode ✓"}`},
 	}
 	for _, c := range cases {
 		if got := string(AppendSeriesPrefix(nil, "m", c.labels)); got != c.want {
@@ -63,7 +63,7 @@ func TestAppendFloat(t *testing.T) {
 
 func TestAppendDoesNotAllocateWithRoom(t *testing.T) {
 	buf := make([]byte, 0, 4096)
-	labels := []Label{{"job", "kong"}, {"http_route", "/anything"}, {"code", "200"}}
+	labels := []Label{{Name: "job", Value: "kong"}, {Name: "http_route", Value: "/anything"}, {Name: "code", Value: "200"}}
 	allocs := testing.AllocsPerRun(100, func() {
 		b := AppendSeriesPrefix(buf[:0], "gateway_requests_total", labels)
 		_ = AppendSample(b, 12345.5)

@@ -70,7 +70,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, seriesCount, fami
 	errs = errors.Join(errs, err)
 	tb.ExporterPromstreamDroppedPoints, err = meter.Int64Counter(
 		"otelcol_exporter_promstream_dropped_points",
-		metric.WithDescription("Data points not exposed, by reason (delta_temporality, unsupported_type, type_conflict, invalid_name, max_series). [Development]"),
+		metric.WithDescription("Data points not exposed, by reason (delta_temporality, unsupported_type, type_conflict, invalid_name, max_series, invalid_point). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)

@@ -46,10 +46,10 @@ func TestSharedBounds(t *testing.T) {
 	// A Dist with its own bounds renders its own texts; one with the
 	// family's renders the family's.
 	own := &Dist{Bounds: c}
-	if got := string(own.ownTexts().canonical[2]); got != "0.05" {
+	if got := string(own.ownTexts(false).canonical.at(2)); got != "0.05" {
 		t.Fatalf("own bound text %q, want 0.05", got)
 	}
-	if texts := f.bounds.Load(); texts == nil || !texts.same(a) || string(texts.canonical[2]) != "0.025" {
+	if texts := f.bounds.Load(); texts == nil || !texts.same(a) || string(texts.canonical.at(2)) != "0.025" {
 		t.Fatal("the family's texts are not those of its shared bounds")
 	}
 }

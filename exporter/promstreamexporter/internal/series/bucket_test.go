@@ -254,7 +254,7 @@ func TestFamiliesShareLabelText(t *testing.T) {
 		t.Errorf("%d of %d histogram series share their counter's label text (want all); %d of %d with other labels have their own (want all)", shared, n, own, n)
 	}
 	out := render(t, tbl)
-	for _, want := range []string{`req{job="kong",route="/r/1999"} 1`, `dur_count{job="kong",route="/r/1999"} 1`, `size{job="kong",route="/r/1999",dir="in"} 1`} {
+	for _, want := range []string{`req{job="kong",route="/r/1999"} 1`, `dur_count{job="kong",route="/r/1999"} 1`, `size{dir="in",job="kong",route="/r/1999"} 1`} {
 		if !strings.Contains(out, want+"\n") && !strings.Contains(out, want+" ") {
 			t.Errorf("exposition lacks %s", want)
 		}

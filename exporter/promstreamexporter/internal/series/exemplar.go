@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
@@ -165,7 +164,7 @@ func (f *Family) hasExemplars(base string) bool {
 	case exposition.TypeHistogram:
 		return true
 	case exposition.TypeCounter:
-		return strings.HasSuffix(base, "_total")
+		return exposition.IsTotalName(base)
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"unsafe"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
@@ -101,19 +102,19 @@ func message(dst []byte, field uint64, body func([]byte) []byte) []byte {
 // protoLabels returns the series' labels as encoded LabelPair fields, built
 // on the first protobuf scrape from the text rendering and kept, an exact
 // copy (the caller holds the page lock). scratch is the Writer's.
-func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, keepEmpty bool) string {
+func (s *Series) protoLabels(e exposition.Escaping, scratch *[]byte, f *Family) string {
 	utf8 := s.utf8() != ""
 	if utf8 && e != exposition.EscapeUnderscores && e != exposition.EscapeNone {
 		// The dots or values scheme of a UTF-8 series: rendered at scrape
 		// time (labelsFor), so not kept either (rare; allocates).
-		return string(encodeLabelPairs(nil, s.labelsFor(e, scratch, keepEmpty)))
+		return string(encodeLabelPairs(nil, s.labelsFor(e, scratch, f)))
 	}
 	if x := s.extra; x != nil {
 		if cache := x.protoCache(e, utf8); cache.p != nil {
 			return cache.String() // the label text is not even read
 		}
 	}
-	rendered := s.labelsFor(e, scratch, keepEmpty)
+	rendered := s.labelsFor(e, scratch, f)
 	if rendered == "" {
 		return "" // no LabelPair, nothing to keep
 	}
@@ -183,54 +184,47 @@ func readToken(b string) (tok []byte, rest string) {
 	return out, b[i+1:]
 }
 
-// appendProtoPage writes one MetricFamily message holding the series of
-// one page (a family spans several messages; Prometheus's parser reads each
-// on its own). The caller holds the page lock.
-func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []byte {
-	body := wr.protoBody[:0]
-	name := []byte(f.names[q.Escaping].base)
+// appendProtoFamilyHeader writes a MetricFamily's name, help and type
+// fields: each MetricFamily message the writer opens for a family (one per
+// page or part of a page; Prometheus's parser reads each on its own).
+func appendProtoFamilyHeader(dst []byte, f *Family, q *Query) []byte {
+	name := f.names[q.Escaping].base
 	if f.names[q.Escaping].quoted {
-		name = []byte(f.name)
+		name = f.name
 	}
-	body = appendString(body, 1, name)
+	dst = appendString(dst, 1, unsafe.Slice(unsafe.StringData(name), len(name)))
 	if f.help != "" {
-		body = appendString(body, 2, []byte(f.help))
+		dst = appendString(dst, 2, unsafe.Slice(unsafe.StringData(f.help), len(f.help)))
 	}
-	body = appendVarint(body, 3, protoType(f.typ))
-	n := 0
-	for _, s := range wr.pageSeries(p, q) {
-		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
-		var ts int64
-		if f.table.opts.Timestamps {
-			ts = s.ts.Load()
+	return appendVarint(dst, 3, protoType(f.typ))
+}
+
+// appendProtoSeries writes one series' Metric message (field 4 of the open
+// MetricFamily); the caller holds its page lock. Like appendSeries it reads
+// the series' fields itself; appendProtoValueBody writes a big series'
+// snapshot with the same functions.
+func (wr *Writer) appendProtoSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
+	labels := s.protoLabels(q.Escaping, &wr.scratch, f)
+	var ts int64
+	if f.table.opts.Timestamps {
+		ts = s.ts.Load()
+	}
+	return message(dst, 4, func(b []byte) []byte {
+		b = append(b, labels...)
+		b = appendProtoValue(b, f.typ, s)
+		if ts > 0 {
+			b = appendVarint(b, 6, uint64(ts/1e6)) // Metric.timestamp_ms
 		}
-		body = message(body, 4, func(b []byte) []byte {
-			b = append(b, labels...)
-			b = appendProtoValue(b, f.typ, s)
-			if ts > 0 {
-				b = appendVarint(b, 6, uint64(ts/1e6)) // Metric.timestamp_ms
-			}
-			return b
-		})
-		n++
-	}
-	wr.protoBody = body
-	if n == 0 {
-		return dst
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(body)))
-	return append(dst, body...)
+		return b
+	})
 }
 
 func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
+	var c cursor
 	switch t {
 	case exposition.TypeCounter:
 		return message(b, 3, func(b []byte) []byte {
-			b = appendDouble(b, 1, math.Float64frombits(s.bits.Load()))
-			if s.ex != nil && len(s.ex.list) > 0 {
-				b = appendProtoExemplar(b, 2, &s.ex.list[0].Exemplar) // Counter.exemplar
-			}
-			return appendTimestamp(b, 3, s.created.Load()) // Counter.created_timestamp
+			return appendProtoCounter(b, s.bits.Load(), s.ex, s.created.Load())
 		})
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
@@ -240,79 +234,196 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			return b
 		}
 		return message(b, 4, func(b []byte) []byte {
-			b = appendVarint(b, 1, d.Count)
-			b = appendDouble(b, 2, d.Sum)
-			for i, v := range d.Values() {
-				b = message(b, 3, func(b []byte) []byte {
-					b = appendDouble(b, 1, d.Bounds[i])
-					return appendDouble(b, 2, v)
-				})
-			}
-			return appendTimestamp(b, 4, s.created.Load()) // Summary.created_timestamp
+			b, _ = appendProtoSummary(b, d, s.created.Load(), &c, math.MaxInt)
+			return b
 		})
 	case exposition.TypeHistogram:
 		d := s.dist
 		if d == nil {
 			return b
 		}
-		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.created.Load(), s.ex) })
+		return message(b, 7, func(b []byte) []byte {
+			b, _ = appendProtoHistogram(b, d, s.created.Load(), s.ex, &c, math.MaxInt)
+			return b
+		})
 	default:
 		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	}
 }
 
-func appendProtoHistogram(b []byte, d *Dist, created int64, ex *exemplars) []byte {
-	b = appendVarint(b, 1, d.Count)
-	if d.HasSum {
-		b = appendDouble(b, 2, d.Sum)
+// protoValueField is the Metric field of a series' value message; false
+// for a histogram or summary that has no values yet.
+func protoValueField(t exposition.Type, v *view) (uint64, bool) {
+	switch t {
+	case exposition.TypeCounter:
+		return 3, true
+	case exposition.TypeGauge:
+		return 2, true
+	case exposition.TypeSummary:
+		return 4, v.d != nil
+	case exposition.TypeHistogram:
+		return 7, v.d != nil
+	default:
+		return 5, true // untyped
 	}
-	b = appendTimestamp(b, 15, created) // Histogram.created_timestamp
-	j := 0
-	for i, c := range d.Counts {
-		b = message(b, 3, func(b []byte) []byte {
-			b = appendVarint(b, 1, c)
-			b = appendDouble(b, 2, d.Bounds[i])
-			if ex != nil {
-				if e := ex.at(i, &j); e != nil {
-					b = appendProtoExemplar(b, 3, e) // Bucket.exemplar
-				}
-			}
-			return b
-		})
-	}
-	if ex != nil {
-		if e := ex.at(len(d.Counts), &j); e != nil {
-			// The +Inf bucket is optional in protobuf; it is written only
-			// to carry its exemplar.
-			b = message(b, 3, func(b []byte) []byte {
-				b = appendVarint(b, 1, d.Count)
-				b = appendDouble(b, 2, math.Inf(1))
-				return appendProtoExemplar(b, 3, e)
-			})
-		}
-	}
-	n := d.Native()
-	if n == nil {
-		return b
-	}
-	if ex != nil {
-		// Histogram.exemplars: a native histogram's (Prometheus keeps only
-		// those with a timestamp).
-		for k := range ex.list {
-			if e := &ex.list[k].Exemplar; e.Time > 0 {
-				b = appendProtoExemplar(b, 16, e)
-			}
-		}
-	}
-	b = appendVarint(b, 5, zigzag(int64(n.Schema)))
-	b = appendDouble(b, 6, n.ZeroThreshold)
-	b = appendVarint(b, 7, n.ZeroCount)
-	b = appendSide(b, 9, 10, n.NegOffset, n.Neg)
-	return appendSide(b, 12, 13, n.PosOffset, n.Pos)
 }
 
-// appendSide writes one span and the delta-encoded counts of one side.
-func appendSide(b []byte, spanField, deltaField uint64, offset int32, counts []uint64) []byte {
+// appendProtoValueBody writes the body of a big series' value message from
+// its snapshot v, from where c says, and reports whether it wrote the end;
+// a histogram or summary stops once dst passes limit after a bucket,
+// quantile, exemplar or span delta, so that it is written (and measured,
+// snapshot.go) in pieces. Pieces concatenate to exactly the body written in
+// one call.
+func appendProtoValueBody(b []byte, t exposition.Type, v *view, c *cursor, limit int) ([]byte, bool) {
+	switch t {
+	case exposition.TypeCounter:
+		return appendProtoCounter(b, v.bits, v.ex, v.created), true
+	case exposition.TypeSummary:
+		return appendProtoSummary(b, v.d, v.created, c, limit)
+	case exposition.TypeHistogram:
+		return appendProtoHistogram(b, v.d, v.created, v.ex, c, limit)
+	default: // gauge, untyped
+		return appendDouble(b, 1, math.Float64frombits(v.bits)), true
+	}
+}
+
+func appendProtoCounter(b []byte, bits uint64, ex *exemplars, created int64) []byte {
+	b = appendDouble(b, 1, math.Float64frombits(bits))
+	if ex != nil && len(ex.list) > 0 {
+		b = appendProtoExemplar(b, 2, &ex.list[0].Exemplar) // Counter.exemplar
+	}
+	return appendTimestamp(b, 3, created) // Counter.created_timestamp
+}
+
+func appendProtoSummary(b []byte, d *Dist, created int64, c *cursor, limit int) ([]byte, bool) {
+	if c.phase == 0 {
+		b = appendVarint(b, 1, d.Count)
+		b = appendDouble(b, 2, d.Sum)
+		c.phase = 1
+	}
+	values := d.Values()
+	for c.i < len(values) {
+		i := c.i
+		b = message(b, 3, func(b []byte) []byte {
+			b = appendDouble(b, 1, d.Bounds[i])
+			return appendDouble(b, 2, values[i])
+		})
+		c.i++
+		if len(b) >= limit && c.i < len(values) {
+			return b, false
+		}
+	}
+	return appendTimestamp(b, 4, created), true // Summary.created_timestamp
+}
+
+// Phases of appendProtoHistogram.
+const (
+	histHead = iota
+	histBuckets
+	histInf
+	histNativeExemplars
+	histNative
+	histNegDeltas
+	histPosSide
+	histPosDeltas
+)
+
+// appendProtoHistogram writes a Histogram message's body from where c
+// says: count, sum, start time, buckets (with their exemplars), the +Inf
+// bucket when it has an exemplar, and, for a native histogram, its
+// exemplars, schema, zero bucket and spans with their deltas.
+func appendProtoHistogram(b []byte, d *Dist, created int64, ex *exemplars, c *cursor, limit int) ([]byte, bool) {
+	if c.phase == histHead {
+		b = appendVarint(b, 1, d.Count)
+		if d.HasSum {
+			b = appendDouble(b, 2, d.Sum)
+		}
+		b = appendTimestamp(b, 15, created) // Histogram.created_timestamp
+		c.phase, c.i = histBuckets, 0
+	}
+	if c.phase == histBuckets {
+		for c.i < len(d.Counts) {
+			i := c.i
+			b = message(b, 3, func(b []byte) []byte {
+				b = appendVarint(b, 1, d.Counts[i])
+				b = appendDouble(b, 2, d.Bounds[i])
+				if ex != nil {
+					if e := ex.at(i, &c.j); e != nil {
+						b = appendProtoExemplar(b, 3, e) // Bucket.exemplar
+					}
+				}
+				return b
+			})
+			c.i++
+			if len(b) >= limit && c.i < len(d.Counts) {
+				return b, false
+			}
+		}
+		c.phase = histInf
+	}
+	n := d.Native()
+	if c.phase == histInf {
+		if ex != nil {
+			if e := ex.at(len(d.Counts), &c.j); e != nil {
+				// The +Inf bucket is optional in protobuf; it is written only
+				// to carry its exemplar.
+				b = message(b, 3, func(b []byte) []byte {
+					b = appendVarint(b, 1, d.Count)
+					b = appendDouble(b, 2, math.Inf(1))
+					return appendProtoExemplar(b, 3, e)
+				})
+			}
+		}
+		if n == nil {
+			return b, true
+		}
+		c.phase, c.i = histNativeExemplars, 0
+		if len(b) >= limit {
+			return b, false
+		}
+	}
+	if c.phase == histNativeExemplars {
+		if ex != nil {
+			// Histogram.exemplars: a native histogram's (Prometheus keeps
+			// only those with a timestamp).
+			for c.i < len(ex.list) {
+				e := &ex.list[c.i].Exemplar
+				c.i++
+				if e.Time > 0 {
+					b = appendProtoExemplar(b, 16, e)
+					if len(b) >= limit && c.i < len(ex.list) {
+						return b, false
+					}
+				}
+			}
+		}
+		c.phase = histNative
+	}
+	if c.phase == histNative {
+		b = appendVarint(b, 5, zigzag(int64(n.Schema)))
+		b = appendDouble(b, 6, n.ZeroThreshold)
+		b = appendVarint(b, 7, n.ZeroCount)
+		b = appendSpan(b, 9, 10, n.NegOffset, n.Neg)
+		c.phase, c.i = histNegDeltas, 0
+	}
+	if c.phase == histNegDeltas {
+		var done bool
+		if b, done = appendDeltas(b, n.Neg, c, limit); !done {
+			return b, false
+		}
+		c.phase = histPosSide
+	}
+	if c.phase == histPosSide {
+		b = appendSpan(b, 12, 13, n.PosOffset, n.Pos)
+		c.phase, c.i = histPosDeltas, 0
+	}
+	return appendDeltas(b, n.Pos, c, limit)
+}
+
+// appendSpan writes the one span of one side of a native histogram and the
+// head of its deltas field (tag and length; appendDeltas writes the
+// deltas), or nothing for a side without buckets.
+func appendSpan(b []byte, spanField, deltaField uint64, offset int32, counts []uint64) []byte {
 	if len(counts) == 0 {
 		return b
 	}
@@ -320,14 +431,30 @@ func appendSide(b []byte, spanField, deltaField uint64, offset int32, counts []u
 		b = appendVarint(b, 1, zigzag(int64(offset)))
 		return appendVarint(b, 2, uint64(len(counts)))
 	})
-	return message(b, deltaField, func(b []byte) []byte {
+	size := 0
+	var prev int64
+	for _, c := range counts {
+		size += uvarintSize(zigzag(int64(c) - prev))
+		prev = int64(c)
+	}
+	b = appendTag(b, deltaField, 2)
+	return binary.AppendUvarint(b, uint64(size))
+}
+
+// appendDeltas writes the delta-encoded counts of one side from c.i.
+func appendDeltas(b []byte, counts []uint64, c *cursor, limit int) ([]byte, bool) {
+	for c.i < len(counts) {
 		var prev int64
-		for _, c := range counts {
-			b = binary.AppendUvarint(b, zigzag(int64(c)-prev))
-			prev = int64(c)
+		if c.i > 0 {
+			prev = int64(counts[c.i-1])
 		}
-		return b
-	})
+		b = binary.AppendUvarint(b, zigzag(int64(counts[c.i])-prev))
+		c.i++
+		if len(b) >= limit && c.i < len(counts) {
+			return b, false
+		}
+	}
+	return b, true
 }
 
 var traceIDName, spanIDName = []byte("trace_id"), []byte("span_id")

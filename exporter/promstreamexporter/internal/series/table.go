@@ -34,8 +34,10 @@
 //   - page.mu guards one page's series slice and the distributions
 //     (histogram and summary values) of its series; a scrape holds it while
 //     it renders that page into its own buffer, never while it writes to the
-//     connection. An update of a distribution or an insert waits for at most
-//     one page's render, or one page's removals.
+//     connection: when the buffer passes flushAt mid-page, or a series is
+//     big, it releases the lock first (stream.go). An update of a
+//     distribution or an insert waits for at most one page's render (at
+//     most flushAt of it), or one page's removals.
 //
 // Scalar values are atomics: updating a gauge or counter never waits.
 //
@@ -213,13 +215,13 @@ var noBounds boundTexts
 
 // ownTexts returns the texts of the Dist's own bounds, rendering them again
 // only when the bounds changed (identity of the slice).
-func (d *Dist) ownTexts() *boundTexts {
+func (d *Dist) ownTexts(short bool) *boundTexts {
 	if len(d.Bounds) == 0 {
 		return &noBounds // a scrape must not allocate per series
 	}
 	r := d.rareFields()
 	if r.own == nil || r.ownOf != &d.Bounds[0] || len(r.own.bounds) != len(d.Bounds) {
-		r.own, r.ownOf = newBoundTexts(d.Bounds), &d.Bounds[0]
+		r.own, r.ownOf = newBoundTexts(d.Bounds, short), &d.Bounds[0]
 	}
 	return r.own
 }
@@ -303,6 +305,10 @@ type seriesExtra struct {
 	// labels are written in their source's order (Options.Unsorted), when it
 	// differs from the written one.
 	canonical string
+	// escapedID is the series' identity under underscore escaping (its
+	// labels resolved, sorted by written name: Series.identity), when it
+	// differs from labels(); only for series with UTF-8 names.
+	escapedID string
 }
 
 func (s *Series) utf8() string {
@@ -384,14 +390,17 @@ type Table struct {
 	mu       sync.RWMutex
 	families []*Family
 	byName   map[string]*Family
-	// claimed maps every sample name a family writes (x, x_total, x_bucket,
-	// x_sum, x_count) to that family, so two families never write one name.
-	claimed map[string]*Family
-	// createdBy maps the _created name of every counter, histogram and
-	// summary family to it. It is not claimed (a gauge may be called
-	// x_created, as before created lines existed); when another family
-	// writes that name, the family leaves its _created lines out.
-	createdBy map[string]*Family
+	// claimed maps, per escaping scheme, every sample name a family writes
+	// under it (x, x_total, x_bucket, x_sum, x_count) to that family, so
+	// two families never write one name in one exposition. Under
+	// EscapeNone these are the families' own names.
+	claimed [exposition.NumEscapings]map[string]*Family
+	// createdBy maps, per escaping scheme, the _created name of every
+	// counter, histogram and summary family to it. It is not claimed (a
+	// gauge may be called x_created, as before created lines existed); when
+	// another family writes that name, the family leaves its _created lines
+	// out under that scheme.
+	createdBy [exposition.NumEscapings]map[string]*Family
 	count     atomic.Int64
 	max       int64
 	opts      Options
@@ -422,10 +431,11 @@ type Options struct {
 
 // New returns an empty table.
 func New(o Options) *Table {
-	return &Table{
-		byName: make(map[string]*Family), claimed: make(map[string]*Family), createdBy: make(map[string]*Family),
-		max: o.MaxSeries, opts: o,
+	t := &Table{byName: make(map[string]*Family), max: o.MaxSeries, opts: o}
+	for e := range exposition.NumEscapings {
+		t.claimed[e], t.createdBy[e] = make(map[string]*Family), make(map[string]*Family)
 	}
+	return t
 }
 
 // Len returns the number of series in the table.
@@ -465,23 +475,35 @@ func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) 
 		return f, nil
 	}
 	f := newFamily(t, name, help, typ)
-	claims := f.sampleNames()
-	for _, n := range claims {
-		if other := t.claimed[n]; other != nil {
+	// A name another family writes refuses the family: its own names
+	// (EscapeNone) are what a type conflict is. Under a scheme that escapes
+	// names, two distinct names may escape alike (UTF-8 names under the
+	// NoUTF8Escaping strategies: "a.b" and "a_b" under underscores): the
+	// family created first is written, the other is left out of scrapes
+	// that ask for that scheme (hidden).
+	for _, n := range f.sampleNames() {
+		if t.claimed[exposition.EscapeNone][n] != nil {
 			return nil, ErrTypeConflict
 		}
 	}
-	for _, n := range claims {
-		t.claimed[n] = f
-		if g := t.createdBy[n]; g != nil {
-			g.noCreated.Store(true)
+	for e := range exposition.NumEscapings {
+		claims := f.writtenNames(e)
+		if e != exposition.EscapeNone && slices.ContainsFunc(claims, func(n string) bool { return t.claimed[e][n] != nil }) {
+			f.hidden |= 1 << e
+			continue
 		}
-	}
-	if c := f.createdName(); c != "" {
-		if t.claimed[c] != nil {
-			f.noCreated.Store(true)
+		for _, n := range claims {
+			t.claimed[e][n] = f
+			if g := t.createdBy[e][n]; g != nil {
+				g.noCreated.Or(1 << e)
+			}
 		}
-		t.createdBy[c] = f
+		if c := createdNameOf(f.escapedName(e), typ); c != "" {
+			if t.claimed[e][c] != nil {
+				f.noCreated.Or(1 << e)
+			}
+			t.createdBy[e][c] = f
+		}
 	}
 	if n := len(t.families); n > 0 {
 		f.share = weak.Make(t.families[n-1])
@@ -508,9 +530,15 @@ type Family struct {
 	// go inside the braces (UTF-8 names under allow-utf-8).
 	names  [exposition.NumEscapings]familyNames
 	legacy bool
-	// noCreated: another family writes this family's _created name, so
-	// OpenMetrics scrapes leave its _created lines out.
-	noCreated atomic.Bool
+	// noCreated has bit e set when another family writes this family's
+	// _created name under escaping scheme e: OpenMetrics scrapes with that
+	// scheme leave its _created lines out.
+	noCreated atomic.Uint32
+	// hidden has bit e set when another family, created before this one,
+	// writes one of this family's names under escaping scheme e (two UTF-8
+	// names that escape alike): scrapes with that scheme leave this family
+	// out. Set at creation.
+	hidden uint8
 
 	// mu serialises the family's writers: inserts, removals, expiry, and
 	// the changes they make to the page list and the indexes. An update of
@@ -542,8 +570,14 @@ type Family struct {
 	// index.
 	aliases map[*Series][]*entry
 	live    int
-	// scratch renders labels and packs attributes of a new series (under mu).
-	scratch []byte
+	// scratch renders labels and packs attributes of a new series (under
+	// mu); raw and resolved hold its labels, sorted and as written.
+	scratch       []byte
+	raw, resolved []exposition.Label
+	// utf8 is set once a series of the family has names outside the legacy
+	// grammar: escaped scrapes then check its series for renderings that
+	// escape alike (Writer.unique).
+	utf8 atomic.Bool
 	// schemas interns the attribute key sequences of the family's keys.
 	schemas schemas
 }
@@ -601,9 +635,10 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 			base: n, bucket: n + "_bucket", sum: n + "_sum", count: n + "_count",
 			quoted: e == exposition.EscapeNone && !f.legacy,
 		}
-		if created != "" {
-			f.names[e].created = exposition.EscapeName(created, e)
-		}
+		// The escaped name plus the suffix, as the other sample names:
+		// escaping the whole name would escape its underscore too under
+		// the dots scheme (x_dot_y__created beside x_dot_y_bucket).
+		f.names[e].created = createdNameOf(n, typ)
 		if f.names[e].quoted {
 			// A UTF-8 name is written quoted and escaped, inside the braces;
 			// the suffixes are part of the quoted string.
@@ -617,12 +652,27 @@ func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
 	return f
 }
 
+// escapedName is the family's name as scheme e writes it, unquoted.
+func (f *Family) escapedName(e exposition.Escaping) string {
+	if e == exposition.EscapeNone {
+		return f.name
+	}
+	return f.names[e].base
+}
+
+// writtenNames lists the names the family writes under scheme e (see
+// sampleNames), unquoted.
+func (f *Family) writtenNames(e exposition.Escaping) []string {
+	return sampleNamesOf(f.escapedName(e), f.typ)
+}
+
 // sampleNames lists every name the family's samples and metadata use, in any
 // format: a counter x_total is family x in OpenMetrics; a histogram writes
 // x_bucket, x_sum and x_count.
-func (f *Family) sampleNames() []string {
-	n := f.name
-	switch f.typ {
+func (f *Family) sampleNames() []string { return sampleNamesOf(f.name, f.typ) }
+
+func sampleNamesOf(n string, typ exposition.Type) []string {
+	switch typ {
 	case exposition.TypeCounter:
 		if base, ok := trimTotal(n); ok {
 			return []string{n, base}
@@ -640,14 +690,16 @@ func (f *Family) sampleNames() []string {
 // createdName is the name of the family's OpenMetrics _created samples: the
 // counter's name without _total, or the histogram's or summary's name, with
 // _created; "" when the family has none.
-func (f *Family) createdName() string {
-	switch f.typ {
+func (f *Family) createdName() string { return createdNameOf(f.name, f.typ) }
+
+func createdNameOf(n string, typ exposition.Type) string {
+	switch typ {
 	case exposition.TypeCounter:
-		if base, ok := trimTotal(f.name); ok {
+		if base, ok := trimTotal(n); ok {
 			return base + "_created"
 		}
 	case exposition.TypeHistogram, exposition.TypeSummary:
-		return f.name + "_created"
+		return n + "_created"
 	}
 	return ""
 }
@@ -666,9 +718,11 @@ func (f *Family) Name() string { return f.name }
 // Type returns the family's type.
 func (f *Family) Type() exposition.Type { return f.typ }
 
-// LabelSource gives the labels of a series about to be created: translated
-// names, sorted, no duplicate names, its context's included. An interface
-// rather than a closure, so the hit path allocates nothing.
+// LabelSource gives the labels of a series about to be created, its
+// context's included: translated names, in any order (the table sorts them
+// unless Options.Unsorted), possibly sharing names or using reserved ones
+// (the table resolves them, exposition.Resolve). An interface rather than a
+// closure, so the hit path allocates nothing.
 type LabelSource interface {
 	Labels() []exposition.Label
 }
@@ -719,15 +773,26 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 		e.s.updated.Store(now)
 		return e.s, nil
 	}
+	// The labels as the series writes them (exposition.Resolve): sorted by
+	// name unless the table keeps its sources' order, one label per name,
+	// none reserved, per escaping scheme.
 	list := labels.Labels()
+	o := &f.table.opts
+	// The scratch lists may point into a request's buffers: emptied after.
+	defer func() { clear(f.raw); clear(f.resolved) }()
+	if !o.Unsorted {
+		f.raw = append(f.raw[:0], list...)
+		list = f.raw
+		slices.SortStableFunc(list, byName)
+	}
 	// Render into the family's scratch and keep exact-size copies: a series
 	// keeps its labels for life, so append's slack would be paid forever.
-	o := &f.table.opts
-	f.scratch = appendPairs(f.scratch[:0], list, exposition.EscapeUnderscores, o.KeepEmptyLabels)
+	f.resolved = exposition.Resolve(f.resolved[:0], list, exposition.EscapeUnderscores, f.typ, !f.table.opts.Unsorted)
+	f.scratch = appendPairs(f.scratch[:0], f.resolved, exposition.EscapeUnderscores, o.KeepEmptyLabels)
 	rendered := f.scratch
 	var utf8 []byte
 	if !allLegacy(list) {
-		utf8 = appendPairs(nil, list, exposition.EscapeNone, o.KeepEmptyLabels)
+		utf8 = appendPairs(nil, exposition.Resolve(nil, list, exposition.EscapeNone, f.typ, !f.table.opts.Unsorted), exposition.EscapeNone, o.KeepEmptyLabels)
 	}
 	dedupe := rendered
 	if utf8 != nil {
@@ -739,7 +804,7 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 		// Compare series by their sorted labels: two orders of one set
 		// must not become two series of one exposition.
 		sorted = sortedLabels(list)
-		canonical = appendPairs(nil, sorted, exposition.EscapeNone, o.KeepEmptyLabels)
+		canonical = appendPairs(nil, exposition.Resolve(nil, sorted, exposition.EscapeNone, f.typ, true), exposition.EscapeNone, o.KeepEmptyLabels)
 		if string(canonical) != string(dedupe) {
 			dedupe = canonical
 		} else {
@@ -756,7 +821,7 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 		if sorted != nil {
 			// The shard hash is over the canonical (sorted) rendering, so
 			// it does not depend on the order attributes arrived in.
-			shard = xxhash.Sum64(appendPairs(nil, sorted, exposition.EscapeUnderscores, o.KeepEmptyLabels))
+			shard = xxhash.Sum64(appendPairs(nil, exposition.Resolve(nil, sorted, exposition.EscapeUnderscores, f.typ, true), exposition.EscapeUnderscores, o.KeepEmptyLabels))
 		}
 		var shared string
 		if utf8 == nil && canonical == nil {
@@ -769,7 +834,14 @@ func (f *Family) seriesLocked(hash uint64, key *Key, now int64, labels LabelSour
 			}
 			s.extra.canonical = string(canonical)
 			if utf8 != nil {
-				s.extra.utf8, s.extra.list = string(utf8), slices.Clone(list)
+				// The source labels, for the dots and values schemes
+				// (labelsFor): copies, as the series keeps them.
+				s.extra.utf8, s.extra.list = string(utf8), cloneLabels(list)
+				id := appendPairs(nil, escapedSorted(list, exposition.EscapeUnderscores, f.typ), exposition.EscapeUnderscores, o.KeepEmptyLabels)
+				if string(id) != string(rendered) {
+					s.extra.escapedID = string(id)
+				}
+				f.utf8.Store(true)
 			}
 		}
 		if f.byLabels[lh] == nil {
@@ -841,12 +913,24 @@ func (s *Series) ownLabels() string {
 	return s.labels()
 }
 
-// sortedLabels returns a copy of list sorted by name (stable: a list has no
-// two labels of one name, but the order must not depend on the sort).
+// sortedLabels returns a copy of list sorted by name (stable: labels of one
+// name keep their order, which exposition.Resolve may join them in).
 func sortedLabels(list []exposition.Label) []exposition.Label {
 	sorted := slices.Clone(list)
-	slices.SortStableFunc(sorted, func(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(sorted, byName)
 	return sorted
+}
+
+func byName(a, b exposition.Label) int { return strings.Compare(a.Name, b.Name) }
+
+// cloneLabels copies list and its strings, which may point into a request's
+// buffer.
+func cloneLabels(list []exposition.Label) []exposition.Label {
+	out := make([]exposition.Label, len(list))
+	for i, l := range list {
+		out[i] = exposition.Label{Name: strings.Clone(l.Name), Value: strings.Clone(l.Value), Attr: l.Attr, Key: strings.Clone(l.Key)}
+	}
+	return out
 }
 
 func appendPairs(dst []byte, list []exposition.Label, e exposition.Escaping, keepEmpty bool) []byte {
