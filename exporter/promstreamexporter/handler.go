@@ -61,6 +61,10 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		http.Error(w, r.Method+" not allowed on "+metricsPath+", use GET", http.StatusMethodNotAllowed)
 		return
 	}
+	// Before anything can fail: a scrape Prometheus counts as failed still
+	// dates staleness markers (series.Table.ScrapeBegan).
+	began := time.Now()
+	e.table.ScrapeBegan(began.UnixNano())
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		e.countScrape(r.Context(), neg.Format, outcomeBadRequest)
@@ -87,6 +91,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	}
 	ctx := r.Context()
 	q.Deadline = scrapeDeadline(r)
+	q.Began = began.UnixNano()
 	start := time.Now()
 	gen := e.generation.Load() // every batch up to gen is in the table
 	n, err := e.writeScrape(ctx, w, r, &q, slot)
@@ -104,8 +109,11 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
-	if q.Shards <= 1 && q.Names == nil {
-		e.scrapeCompleted(gen) // a whole scrape: it read everything stored by gen
+	if q.Shards <= 1 && q.Names == nil && slot.writer.Held() == 0 {
+		// A whole scrape: it read everything stored by gen (unless it
+		// left out a lifetime younger than itself, which the next one
+		// writes).
+		e.scrapeCompleted(gen)
 	}
 }
 

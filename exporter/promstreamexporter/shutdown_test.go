@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
 	"github.com/otelgateway/otelgateway/internal/testutil"
@@ -179,5 +180,40 @@ func TestHalfAHeaderDoesNotHoldTheConnection(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("the server held a half-sent header for %v", took)
+	}
+}
+
+// TestShutdownGraceNotEndedByAScrapeThatHeldBack: a whole scrape that left
+// out a lifetime younger than itself (its created time is settled after the
+// scrape began: series.Table.Start) did not read the final state, so it
+// does not end the wait; a scrape of lifetimes from before the process
+// does. The scrape is made to hold the lifetime back by recording a scrape
+// dated an hour ahead, after which every new lifetime is settled.
+func TestShutdownGraceNotEndedByAScrapeThatHeldBack(t *testing.T) {
+	const grace = 2 * time.Second
+	for _, heldBack := range []bool{false, true} {
+		e, url := startedExporter(t, grace)
+		md := kindsMetrics() // start times of 2023: before the process
+		if heldBack {
+			e.table.ScrapeBegan(time.Now().Add(time.Hour).UnixNano())
+			// A lifetime this process began: its start is after the epoch.
+			md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).
+				SetStartTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+		}
+		if err := e.consumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+		done := timedShutdown(t, e, context.Background())
+		body := fetch(t, url)
+		if has := strings.Contains(body, "kong_http_requests_total{"); has == heldBack {
+			t.Fatalf("held back %v: the scrape has the counter: %v\n%s", heldBack, has, body)
+		}
+		took := <-done
+		if heldBack && took < grace {
+			t.Errorf("Shutdown returned after %v although the only scrape held a lifetime back", took)
+		}
+		if !heldBack && took >= grace {
+			t.Errorf("Shutdown took %v (the whole grace) although a scrape read everything", took)
+		}
 	}
 }

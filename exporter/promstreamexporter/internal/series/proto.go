@@ -199,6 +199,11 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	body = appendVarint(body, 3, protoType(f.typ))
 	n := 0
 	for _, s := range wr.pageSeries(p, q) {
+		created, ok := s.createdFor(q)
+		if !ok {
+			wr.held++
+			continue
+		}
 		labels := s.protoLabels(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 		var ts int64
 		if f.table.opts.Timestamps {
@@ -206,7 +211,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 		}
 		body = message(body, 4, func(b []byte) []byte {
 			b = append(b, labels...)
-			b = appendProtoValue(b, f.typ, s)
+			b = appendProtoValue(b, f.typ, s, created)
 			if ts > 0 {
 				b = appendVarint(b, 6, uint64(ts/1e6)) // Metric.timestamp_ms
 			}
@@ -222,7 +227,7 @@ func (wr *Writer) appendProtoPage(dst []byte, f *Family, p *page, q *Query) []by
 	return append(dst, body...)
 }
 
-func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
+func appendProtoValue(b []byte, t exposition.Type, s *Series, created int64) []byte {
 	switch t {
 	case exposition.TypeCounter:
 		return message(b, 3, func(b []byte) []byte {
@@ -230,7 +235,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			if s.ex != nil && len(s.ex.list) > 0 {
 				b = appendProtoExemplar(b, 2, &s.ex.list[0].Exemplar) // Counter.exemplar
 			}
-			return appendTimestamp(b, 3, s.created.Load()) // Counter.created_timestamp
+			return appendTimestamp(b, 3, created) // Counter.created_timestamp
 		})
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
@@ -248,14 +253,14 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 					return appendDouble(b, 2, v)
 				})
 			}
-			return appendTimestamp(b, 4, s.created.Load()) // Summary.created_timestamp
+			return appendTimestamp(b, 4, created) // Summary.created_timestamp
 		})
 	case exposition.TypeHistogram:
 		d := s.dist
 		if d == nil {
 			return b
 		}
-		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, s.created.Load(), s.ex) })
+		return message(b, 7, func(b []byte) []byte { return appendProtoHistogram(b, d, created, s.ex) })
 	default:
 		return message(b, 5, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
 	}

@@ -33,6 +33,10 @@ type Query struct {
 	Names map[string]struct{}
 	// Deadline, when not zero, ends the scrape with ErrDeadline once passed.
 	Deadline time.Time
+	// Began is when the scrape began (unix nanoseconds, as given to
+	// Table.ScrapeBegan); it leaves out the lifetimes settled too late for
+	// it (Series.createdFor). 0 writes every series.
+	Began int64
 }
 
 // ErrDeadline is returned by WriteTo when the query's deadline passed.
@@ -58,7 +62,15 @@ type Writer struct {
 	// ts is the series being written's timestamp text (" 1700000000500"),
 	// ended onto each of its sample lines; empty without send_timestamps.
 	ts []byte
+	// held counts the series the scrape left out because their lifetime
+	// was settled after it began (Series.createdFor).
+	held int
 }
+
+// Held returns how many series the last WriteTo left out because their
+// lifetime is younger than the scrape (Series.createdFor): such a scrape
+// did not write all that was stored before it began.
+func (wr *Writer) Held() int { return wr.held }
 
 // WriteTo streams the families q selects to w, page by page, and returns the
 // number of bytes written. It writes to w whenever its buffer passes flushAt (1 MiB),
@@ -77,6 +89,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 	}()
 	var written int64
 	wr.buf = wr.buf[:0]
+	wr.held = 0
 	for _, f := range wr.families {
 		if !q.selects(f) {
 			continue
@@ -206,6 +219,11 @@ func (wr *Writer) pageSeries(p *page, q *Query) []*Series {
 // appendSeries writes every line of one series; the caller holds its page
 // lock.
 func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
+	created, ok := s.createdFor(q)
+	if !ok {
+		wr.held++
+		return dst
+	}
 	labels := s.labelsFor(q.Escaping, &wr.scratch, f.table.opts.KeepEmptyLabels)
 	names := &f.names[q.Escaping]
 	wr.ts = wr.ts[:0]
@@ -243,7 +261,7 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			}
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, s.created.Load())
+		return wr.appendCreated(dst, names, labels, created)
 	case exposition.TypeSummary:
 		d := s.dist
 		if d == nil {
@@ -255,14 +273,14 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 			dst = appendSample(dst, v, ts)
 		}
 		dst = appendSumCount(dst, names, labels, d, ts)
-		return wr.appendCreated(dst, names, labels, s.created.Load())
+		return wr.appendCreated(dst, names, labels, created)
 	case exposition.TypeCounter:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		dst = appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
 		if wr.exemplars && s.ex != nil && len(s.ex.list) > 0 {
 			dst = appendExemplar(dst, &s.ex.list[0].Exemplar)
 		}
-		return wr.appendCreated(dst, names, labels, s.created.Load())
+		return wr.appendCreated(dst, names, labels, created)
 	default:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		return appendSample(dst, math.Float64frombits(s.bits.Load()), ts)
