@@ -83,9 +83,6 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
 			Timestamps:      cfg.SendTimestamps,
-			// Start times from here on are lifetimes this process began
-			// (series.Table.Start).
-			Epoch: time.Now().UnixNano(),
 		}),
 		namer:       newNamer(cfg),
 		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.MaxConcurrentScrapes)},
@@ -123,9 +120,6 @@ func (e *promStreamExporter) start(ctx context.Context, host component.Host) err
 		return err
 	}
 	e.server = srv
-	// Every scrape before now failed (nothing listened): settle created
-	// times after it (series.Table.ScrapeBegan).
-	e.table.ScrapeBegan(time.Now().UnixNano())
 	e.settings.Logger.Info("Serving Prometheus metrics", zap.String("endpoint", ln.Addr().String()+metricsPath))
 	e.serving.Add(1)
 	go func() {

@@ -61,10 +61,6 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		http.Error(w, r.Method+" not allowed on "+metricsPath+", use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	// Before anything can fail: a scrape Prometheus counts as failed still
-	// dates staleness markers (series.Table.ScrapeBegan).
-	began := time.Now()
-	e.table.ScrapeBegan(began.UnixNano())
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		e.countScrape(r.Context(), neg.Format, outcomeBadRequest)
@@ -91,8 +87,8 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	}
 	ctx := r.Context()
 	q.Deadline = scrapeDeadline(r)
-	q.Began = began.UnixNano()
 	start := time.Now()
+	q.Began = start.UnixNano()
 	gen := e.generation.Load() // every batch up to gen is in the table
 	n, err := e.writeScrape(ctx, w, r, &q, slot)
 	e.telemetry.ExporterPromstreamScrapeBytes.Add(r.Context(), n)
@@ -110,8 +106,8 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		panic(http.ErrAbortHandler)
 	}
 	if q.Shards <= 1 && q.Names == nil && slot.writer.Held() == 0 {
-		// A whole scrape: it read everything stored by gen (unless it
-		// left out a lifetime younger than itself, which the next one
+		// A whole scrape: it read everything stored by gen (unless it left
+		// out a series created too recently for it, which the next one
 		// writes).
 		e.scrapeCompleted(gen)
 	}

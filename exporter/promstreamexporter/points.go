@@ -98,9 +98,8 @@ func (p *pointWriter) numbers(dps pmetric.NumberDataPointSlice) {
 			if p.f.Type() == exposition.TypeCounter {
 				// The start time is the stream's (the cumulative processor
 				// sets it): OpenMetrics' _created, protobuf's
-				// created_timestamp, settled by the table for a lifetime
-				// this process began (series.Table.Start).
-				s.SetCounter(v, p.e.table.Start(int64(dp.StartTimestamp()), p.now), p.now)
+				// created_timestamp.
+				s.SetCounter(v, int64(dp.StartTimestamp()), p.now)
 				if dp.Exemplars().Len() > 0 {
 					s.SetExemplars(p.exemplars(dp.Exemplars()))
 				}
@@ -144,7 +143,7 @@ func storeDists[P distPoint, S pointSlice[P]](p *pointWriter, dps S, hold func(*
 // the timestamp only with send_timestamps (a gauge's or counter's is set
 // only then too), so that without it an update writes none.
 func (p *pointWriter) pointTimes(start, ts pcommon.Timestamp) series.PointTimes {
-	t := series.PointTimes{Start: p.e.table.Start(int64(start), p.now)}
+	t := series.PointTimes{Created: int64(start)}
 	if p.e.cfg.SendTimestamps {
 		t.Timestamp = int64(ts)
 	}

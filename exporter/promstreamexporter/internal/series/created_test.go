@@ -48,120 +48,67 @@ func createdScrape(t *testing.T, tbl *Table, f exposition.Format, began time.Dur
 	}
 }
 
-// count writes one point of the counter series of route with start time
-// start, stored at now (offsets from the zero time, as every time in these
-// tests).
-func count(t *testing.T, tbl *Table, f *Family, route string, v float64, start, now time.Duration) {
+// count stores one point of the counter series of route with start time
+// start at now (offsets from the zero time, as every time in these tests).
+func count(t *testing.T, f *Family, route string, v float64, start, now time.Duration) {
 	t.Helper()
 	key := Key{Context: kong, Attrs: pcommon.NewMap()}
 	key.Attrs.PutStr("route", route)
-	s, err := f.Series(int64Hash(route), &key, 1, labelList{{Name: "job", Value: "kong"}, {Name: "route", Value: route}})
+	var h uint64 = 14695981039346656037 // FNV-1a of the route
+	for i := range len(route) {
+		h = (h ^ uint64(route[i])) * 1099511628211
+	}
+	s, err := f.Series(h, &key, int64(now), labelList{{Name: "job", Value: "kong"}, {Name: "route", Value: route}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetCounter(v, tbl.Start(int64(start), int64(now)), 1)
+	s.SetCounter(v, int64(start), int64(now))
 }
 
-func int64Hash(s string) uint64 {
-	var h uint64 = 14695981039346656037
-	for i := range len(s) {
-		h = (h ^ uint64(s[i])) * 1099511628211
-	}
-	return h
-}
-
-// TestCreatedAfterTheScrapesThatLackedIt: a lifetime that began in this
-// process is written with a created time after every scrape that began
-// before its first point was stored (they lacked it: Prometheus holds a
-// staleness marker or the previous lifetime's value there) and before the
-// first scrape that writes it, so Prometheus's zero sample at it is always
-// in order; a scrape that began before the point was stored holds the
-// series back; a lifetime from before the process (restored from storage)
-// keeps its own start; the created time, once settled, never moves while
-// the lifetime lasts, and a new lifetime settles anew.
-func TestCreatedAfterTheScrapesThatLackedIt(t *testing.T) {
-	const epoch = 10000 * time.Second
+// TestCreatedHeldBackFromEarlierScrapes: a scrape that began before a
+// series' created time leaves the series out, and the next scrape writes it with its start time; otherwise
+// Prometheus's sample from that scrape, dated before the created time,
+// would make it add the zero sample at the created time only after that
+// sample: a reset that never happened. A start ahead of the clock (after
+// the moment its point was stored) is written as given, not held back
+// until it passes; older lifetimes are never held back.
+func TestCreatedHeldBackFromEarlierScrapes(t *testing.T) {
+	const base = 10000 * time.Second
 	ms := func(d time.Duration) int64 { return int64(d / time.Millisecond) }
-	guard := CreatedGuard
 	for _, f := range []exposition.Format{exposition.FormatOpenMetrics100, exposition.FormatProtoDelim} {
 		t.Run(f.String(), func(t *testing.T) {
-			tbl := New(Options{Epoch: int64(epoch)})
+			tbl := New(Options{})
 			reqs, err := tbl.Family("requests_total", "", exposition.TypeCounter)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tbl.ScrapeBegan(int64(epoch + 10*time.Millisecond)) // the listener opens
-
-			// The receiver's first window starts at epoch+20ms; a scrape at
-			// +1s lacks it; the window is stored at +1.5s.
-			tbl.ScrapeBegan(int64(epoch + time.Second))
-			if got, _ := createdScrape(t, tbl, f, epoch+time.Second); len(got) != 0 {
-				t.Fatalf("series before any point: %v", got)
-			}
-			count(t, tbl, reqs, "/new", 5, epoch+20*time.Millisecond, epoch+1500*time.Millisecond)
-			// A lifetime restored from storage (it began before the
-			// process) keeps its start time.
-			count(t, tbl, reqs, "/restored", 9, epoch-time.Hour, epoch+1500*time.Millisecond)
-			tbl.ScrapeBegan(int64(epoch + 2*time.Second))
-			got, held := createdScrape(t, tbl, f, epoch+2*time.Second)
-			if want := ms(epoch + time.Second + guard); got["/new"] != want {
-				t.Errorf("/new written with created %d ms, want %d (just after the scrape that lacked it)", got["/new"], want)
-			}
-			if want := ms(epoch - time.Hour); got["/restored"] != want {
-				t.Errorf("/restored written with created %d ms, want its start %d", got["/restored"], want)
-			}
-			if held != 0 {
-				t.Errorf("held back %d series, want none", held)
-			}
-
-			// More points of the same lifetime leave it as settled.
-			count(t, tbl, reqs, "/new", 7, epoch+20*time.Millisecond, epoch+2500*time.Millisecond)
-			tbl.ScrapeBegan(int64(epoch + 3*time.Second))
-			if got, _ := createdScrape(t, tbl, f, epoch+3*time.Second); got["/new"] != ms(epoch+time.Second+guard) {
-				t.Errorf("the same lifetime moved to created %d ms", got["/new"])
-			}
-
-			// A new lifetime stored while a scrape that began before it
-			// runs: that scrape holds it back, the next writes it just
-			// after the scrape it began before.
-			tbl.ScrapeBegan(int64(epoch + 4*time.Second))
-			count(t, tbl, reqs, "/new", 1, epoch+3500*time.Millisecond, epoch+4100*time.Millisecond)
-			got, held = createdScrape(t, tbl, f, epoch+4*time.Second)
+			count(t, reqs, "/old", 9, base-time.Hour, base)
+			// The first window after a restart: created just before the
+			// flush (base+3s) stores it, while a scrape that began at
+			// base+2.99s is in flight.
+			count(t, reqs, "/new", 5, base+3*time.Second-1, base+3*time.Second)
+			count(t, reqs, "/ahead", 3, base+time.Hour, base+3*time.Second)
+			got, held := createdScrape(t, tbl, f, base+3*time.Second-10*time.Millisecond)
 			if _, ok := got["/new"]; ok || held != 1 {
-				t.Errorf("the scrape that began before the new lifetime wrote %v, held %d: want /new held back", got, held)
+				t.Errorf("the scrape that began before /new was created wrote %v, held %d: want /new held back", got, held)
 			}
-			tbl.ScrapeBegan(int64(epoch + 5*time.Second))
-			got, held = createdScrape(t, tbl, f, epoch+5*time.Second)
-			if want := ms(epoch + 4*time.Second + guard); got["/new"] != want || held != 0 {
-				t.Errorf("new lifetime written with created %d ms (held %d), want %d", got["/new"], held, want)
+			if got["/old"] != ms(base-time.Hour) || got["/ahead"] != ms(base+time.Hour) {
+				t.Errorf("/old and /ahead written with %v, want their start times", got)
 			}
-
-			// A lifetime that began after the last scrape (by more than
-			// the guard) is written with its own start.
-			count(t, tbl, reqs, "/late", 2, epoch+5500*time.Millisecond, epoch+5700*time.Millisecond)
-			// One whose start is after the moment it is stored (a source
-			// whose clock runs ahead) too: settled, it would be held back
-			// until then.
-			count(t, tbl, reqs, "/ahead", 3, epoch+time.Hour, epoch+5700*time.Millisecond)
-			tbl.ScrapeBegan(int64(epoch + 6*time.Second))
-			got, held = createdScrape(t, tbl, f, epoch+6*time.Second)
-			if got["/late"] != ms(epoch+5500*time.Millisecond) {
-				t.Errorf("/late written with created %d ms, want its start %d", got["/late"], ms(epoch+5500*time.Millisecond))
-			}
-			if got["/ahead"] != ms(epoch+time.Hour) || held != 0 {
-				t.Errorf("/ahead written with created %d ms (held %d), want its start %d", got["/ahead"], held, ms(epoch+time.Hour))
+			got, held = createdScrape(t, tbl, f, base+4*time.Second)
+			if got["/new"] != ms(base+3*time.Second-1) || held != 0 {
+				t.Errorf("the next scrape wrote /new with created %d ms (held %d), want %d", got["/new"], held, ms(base+3*time.Second-1))
 			}
 		})
 	}
 }
 
-// TestCreatedWithoutEpochIsTheStart: a table without an epoch (and a
-// scrape without a start) writes every start time as given.
-func TestCreatedWithoutEpochIsTheStart(t *testing.T) {
+// TestCreatedWithoutBeganWritesAll: a query without a start time (direct
+// writers) holds nothing back.
+func TestCreatedWithoutBeganWritesAll(t *testing.T) {
 	tbl := New(Options{})
 	reqs, _ := tbl.Family("requests_total", "", exposition.TypeCounter)
-	tbl.ScrapeBegan(int64(2 * time.Second))
-	count(t, tbl, reqs, "/a", 1, time.Second, time.Second)
+	count(t, reqs, "/a", 1, time.Second, time.Second)
 	if got, held := createdScrape(t, tbl, exposition.FormatOpenMetrics100, 0); got["/a"] != 1000 || held != 0 {
 		t.Fatalf("created %v, held %d; want 1000 ms, none held", got, held)
 	}

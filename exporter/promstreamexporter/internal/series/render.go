@@ -33,9 +33,9 @@ type Query struct {
 	Names map[string]struct{}
 	// Deadline, when not zero, ends the scrape with ErrDeadline once passed.
 	Deadline time.Time
-	// Began is when the scrape began (unix nanoseconds, as given to
-	// Table.ScrapeBegan); it leaves out the lifetimes settled too late for
-	// it (Series.createdFor). 0 writes every series.
+	// Began is when the scrape began (unix nanoseconds): series created
+	// too recently for it are left out (Series.createdFor). 0 writes every
+	// series.
 	Began int64
 }
 
@@ -62,14 +62,14 @@ type Writer struct {
 	// ts is the series being written's timestamp text (" 1700000000500"),
 	// ended onto each of its sample lines; empty without send_timestamps.
 	ts []byte
-	// held counts the series the scrape left out because their lifetime
-	// was settled after it began (Series.createdFor).
+	// held counts the series the scrape left out as created too recently
+	// for it (Series.createdFor).
 	held int
 }
 
-// Held returns how many series the last WriteTo left out because their
-// lifetime is younger than the scrape (Series.createdFor): such a scrape
-// did not write all that was stored before it began.
+// Held returns how many series the last WriteTo left out as created too
+// recently for it (Series.createdFor): such a scrape did not write all
+// that was stored when it began.
 func (wr *Writer) Held() int { return wr.held }
 
 // WriteTo streams the families q selects to w, page by page, and returns the

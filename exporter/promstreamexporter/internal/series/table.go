@@ -80,7 +80,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 	"weak"
 
@@ -249,13 +248,11 @@ type Series struct {
 	// after stamping updated (see Family.Series).
 	gone atomic.Bool
 	bits atomic.Uint64
-	// created is a counter's, histogram's or summary's created time (unix
-	// nanoseconds), written as OpenMetrics' _created and protobuf's
-	// created_timestamp: 0 is unknown, a positive value a start time as
-	// the point gave it, a negative one (negated) the created time of a
-	// lifetime that began in this process, settled when it was stored
-	// (Start; createdFor leaves such a series out of the scrapes that
-	// began too early to write it). A histogram's or summary's is written
+	// created is a counter's, histogram's or summary's start time (unix
+	// nanoseconds; 0: unknown), written as OpenMetrics' _created and
+	// protobuf's created_timestamp; negated when the start was after the
+	// moment its point was stored (a source whose clock runs ahead), which
+	// createdFor never holds back. A histogram's or summary's is written
 	// under page.mu with its Dist (UpdateHistogram), so that a scrape
 	// reads the two together; a counter's is written lock-free.
 	created atomic.Int64
@@ -324,51 +321,49 @@ func (s *Series) SetValue(v float64, now int64) {
 }
 
 // SetCounter stores the value of a counter series and its start time
-// (Table.Start). A scrape racing a restart may pair the new value with the
-// old start time or the reverse, for that one scrape: either way the value
-// went down, which Prometheus reads as a reset.
-func (s *Series) SetCounter(v float64, start Start, now int64) {
-	s.setStart(start)
+// (unix nanoseconds; 0: unknown). A scrape racing a restart may pair the
+// new value with the old start time or the reverse, for that one scrape:
+// either way the value went down, which Prometheus reads as a reset.
+func (s *Series) SetCounter(v float64, created, now int64) {
+	s.setCreated(created, now)
 	s.bits.Store(math.Float64bits(v))
 	s.updated.Store(now)
 }
 
-// setStart keeps start as the series' created time. A start from before
-// the table's process is written as given. A lifetime that began in this
-// process is settled once, when its first point is stored (Table.Start):
-// its later points carry the same start, never after the settled time,
-// and leave it alone; a later start is a new lifetime, settled anew. Only
-// a store of a new value writes the word (an atomic store is a locked
-// instruction, and a stream's start does not change).
-func (s *Series) setStart(start Start) {
-	cur := s.created.Load()
+// setCreated keeps a point's start time (stored at now) as the series'
+// created time. Only a change is written: an atomic store is a locked
+// instruction, and a stream's start time does not change.
+func (s *Series) setCreated(start, now int64) {
 	switch {
-	case start.floor == 0:
-		if cur != start.at {
-			s.created.Store(start.at)
-		}
-	case cur < 0 && start.at <= -cur:
-		// This lifetime, settled already.
-	default:
-		s.created.Store(-max(start.at, start.floor))
+	case start < 0:
+		start = 0 // no time at all: unknown
+	case start > now:
+		start = -start // ahead of this clock: see created
+	}
+	if s.created.Load() != start {
+		s.created.Store(start)
 	}
 }
 
 // createdFor returns the created time a scrape (q) writes for s, and false
-// when the scrape must leave s out: its lifetime began in this process and
-// was settled later than the scrape's start less CreatedGuard, so the
-// sample Prometheus takes from this scrape (dated before the scrape
-// reached us) could fall before the created time, and Prometheus would
-// then refuse the zero sample at it for good (Table.Start says why that
-// loses the reset). The next scrape writes it. A query without Began
-// (tests, direct writers) writes every series.
+// when the scrape must leave s out: it began before s's created time, so
+// the sample Prometheus takes from it is dated before that. With
+// created-timestamp zero ingestion Prometheus then skips the zero sample at
+// that scrape and adds it at the next one, after the sample it took: a
+// reset that never happened. That is a scrape in flight when a series is
+// stored whose start is the moment of its flush (the first window after a
+// restart without storage); left out once, the series is written by the
+// next scrape. A created time ahead of the clock (setCreated) is written as
+// given. A query without Began (tests, direct writers) writes every series.
+// (Prometheus dates a scrape when it sends it, a little before it reaches
+// us; within that little, and the hosts' clock skew, the order is not
+// known.)
 func (s *Series) createdFor(q *Query) (int64, bool) {
 	c := s.created.Load()
-	if c >= 0 {
-		return c, true
+	if c < 0 {
+		return -c, true
 	}
-	c = -c
-	if q.Began != 0 && c > q.Began-int64(CreatedGuard) {
+	if q.Began != 0 && c > q.Began {
 		return 0, false
 	}
 	return c, true
@@ -386,13 +381,12 @@ type DistFiller interface {
 	Fill(*Dist)
 }
 
-// PointTimes are a distribution point's start time (Table.Start; written
-// as OpenMetrics' _created and protobuf's created_timestamp) and timestamp
-// (unix nanoseconds, 0: unknown; written with Options.Timestamps, so a
-// caller without it may pass 0).
+// PointTimes are a distribution point's start time (written as
+// OpenMetrics' _created and protobuf's created_timestamp) and timestamp
+// (written with Options.Timestamps, so a caller without it may pass 0), in
+// unix nanoseconds; 0: unknown.
 type PointTimes struct {
-	Start     Start
-	Timestamp int64
+	Created, Timestamp int64
 }
 
 // UpdateDist has fill write the series' distribution under its page lock, so
@@ -415,7 +409,7 @@ func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []
 	// instruction, and a stream's start time (and its timestamp without
 	// send_timestamps, which callers then pass as 0) does not change.
 	// Under the page lock, no other writer can come between.
-	s.setStart(t.Start)
+	s.setCreated(t.Created, now)
 	if s.ts.Load() != t.Timestamp {
 		s.ts.Store(t.Timestamp)
 	}
@@ -440,9 +434,6 @@ type Table struct {
 	count     atomic.Int64
 	max       int64
 	opts      Options
-	// began is when the latest scrape began (ScrapeBegan; unix
-	// nanoseconds).
-	began atomic.Int64
 }
 
 // Options shape a table's rendering; the zero value is the default.
@@ -466,11 +457,6 @@ type Options struct {
 	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
 	// without one (0) are written without.
 	Timestamps bool
-	// Epoch is when the table's process began (unix nanoseconds): a start
-	// time at or after it is a lifetime no earlier process served, whose
-	// created time the table settles (Table.Start). 0: every start time is
-	// written as given.
-	Epoch int64
 }
 
 // New returns an empty table.
@@ -478,73 +464,6 @@ func New(o Options) *Table {
 	return &Table{
 		byName: make(map[string]*Family), claimed: make(map[string]*Family), createdBy: make(map[string]*Family),
 		max: o.MaxSeries, opts: o,
-	}
-}
-
-// CreatedGuard is the least time between a lifetime's created time and a
-// scrape on either side of it for the scrape to be sure of its order: it
-// covers what a scrape's timestamp may differ from the moment it reaches
-// the exporter (Prometheus dates a scrape when it sends it and aligns it to
-// its interval by up to 2ms, --scrape.timestamp-tolerance), the network
-// in between, and the clock skew of two hosts.
-const CreatedGuard = 50 * time.Millisecond
-
-// Start is a point's start time as a series takes it (Table.Start).
-type Start struct {
-	at int64 // unix nanoseconds; 0: unknown
-	// floor is 0 for a start time written as given; for a lifetime that
-	// began in this process, the earliest created time the table may
-	// write for it.
-	floor int64
-}
-
-// Start returns start (unix nanoseconds; 0: unknown) as the table's series
-// take it, for a point stored at now (unix nanoseconds).
-//
-// A lifetime that began before the table's process (Options.Epoch) is
-// written with its own start time: it continues one that an earlier
-// process served (a stream the cumulative processor restored from
-// storage), and a start Prometheus already holds keeps its counters going.
-//
-// A lifetime that began in this process has its created time settled when
-// its first point is stored: the start time itself, unless a scrape began
-// after it (ScrapeBegan), and then just after the latest such scrape
-// (CreatedGuard later). Such a scrape did not have the lifetime: after a
-// restart without storage, the collector serves a series only from its
-// first flush, and a scrape before that makes Prometheus write a staleness
-// marker for the series (or keeps its last value, for a stream that
-// started again while its series lived). With created-timestamp zero
-// ingestion Prometheus adds a zero sample at the created time only when it
-// is after every sample it holds for the series; one before the marker is
-// refused as out of order, and the reset is then invisible wherever the
-// new value is not below the old one. Settled after the last scrape that
-// lacked it, the zero sample is always in order, and before the first
-// scrape that writes the lifetime (createdFor holds back a scrape that
-// began too early): resets() and increase() see every restart.
-//
-// A start after now (a source whose clock runs ahead) is written as given
-// too: settled, it would be held back from every scrape until it passed.
-func (t *Table) Start(start, now int64) Start {
-	switch {
-	case start <= 0:
-		return Start{} // unknown (a negative start is no time at all)
-	case t.opts.Epoch <= 0 || start < t.opts.Epoch || start > now:
-		return Start{at: start}
-	}
-	return Start{at: start, floor: t.began.Load() + int64(CreatedGuard)}
-}
-
-// ScrapeBegan records that a scrape began at unixNano, before it renders
-// anything: lifetimes stored after it are settled after it (Start). A
-// scrape refused before rendering counts too (Prometheus dates a failed
-// scrape as well, and marks the series stale there); so does the moment
-// the exporter starts listening, before which every scrape failed.
-func (t *Table) ScrapeBegan(unixNano int64) {
-	for {
-		cur := t.began.Load()
-		if unixNano <= cur || t.began.CompareAndSwap(cur, unixNano) {
-			return
-		}
 	}
 }
 
