@@ -71,7 +71,7 @@ type gatewayReceiver struct {
 	// before its end (flush says why).
 	coldStart bool
 	stopFlush chan struct{}
-	flushDone   chan struct{}
+	flushDone chan struct{}
 
 	// health is the upstream-health part (internal/health); nil when the
 	// health section is absent.
