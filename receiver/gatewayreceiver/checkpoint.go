@@ -168,7 +168,7 @@ func (r *gatewayReceiver) restore(ctx context.Context) {
 		}
 	}
 	if cp.openStart > 0 {
-		r.windowStart = cp.openStart
+		r.windowStart, r.coldStart = cp.openStart, false
 	}
 	r.countCheckpoint(ctx, ckpt.Restored)
 	r.settings.Logger.Info("Restored the receiver's checkpoint", zap.Int("windows", len(cp.windows)),

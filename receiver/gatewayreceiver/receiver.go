@@ -67,8 +67,12 @@ type gatewayReceiver struct {
 	// windowStart is the start of the delta window being accumulated; only the
 	// flush goroutine (and Shutdown, after it stopped) touches it.
 	windowStart pcommon.Timestamp
-	stopFlush   chan struct{}
-	flushDone   chan struct{}
+	// coldStart: no window was carried over at start (no storage, or
+	// nothing restored), so the first flush dates its window's start just
+	// before its end (flush says why).
+	coldStart bool
+	stopFlush chan struct{}
+	flushDone chan struct{}
 
 	// health is the upstream-health part (internal/health); nil when the
 	// health section is absent.
@@ -122,6 +126,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 // whatever did start.
 func (r *gatewayReceiver) Start(ctx context.Context, host component.Host) error {
 	r.windowStart = pcommon.NewTimestampFromTime(time.Now())
+	r.coldStart = true // until a checkpoint carries a window over
 	// Before the flush loop and the servers: the restored windows are
 	// replayed downstream and the open window's start carried over.
 	if err := r.openCheckpoint(ctx, host); err != nil {
@@ -463,6 +468,25 @@ func (r *gatewayReceiver) flush(ctx context.Context) {
 		return
 	}
 	now := pcommon.NewTimestampFromTime(time.Now())
+	if r.coldStart {
+		// The first window since a start that carried none over begins
+		// just before it ends. Its points start every stream the
+		// processor makes in this process, and that start is their
+		// created time downstream (OpenMetrics _created, protobuf
+		// created_timestamp). A pull exporter serves them only from this
+		// flush on, and after a restart without storage Prometheus has
+		// marked their series stale at a scrape made before it; with
+		// created-timestamp zero ingestion it refuses a zero sample dated
+		// before that marker (out of order), and a counter that came back
+		// higher than it was then shows no reset at all: under
+		// Prometheus 3.16, resets() found 0 of 12 and increase() read 96
+		// of 156. Dated after the marker, the zero sample is taken. The
+		// counts are the same; only the first window's requests are dated
+		// at its end. Set before emitting, so a window resent after a
+		// retryable error keeps it.
+		r.windowStart = now - 1
+		r.coldStart = false
+	}
 	sent, err := r.emit(ctx, items, buckets, r.windowStart, now, false)
 	n := int64(len(items))
 	switch {
