@@ -2,6 +2,7 @@
 #
 #   make run    build the distribution (if needed) and start it on testdata/config.yaml
 #   make test   unit tests with -race, then the end-to-end test against a real Prometheus
+#               (Debian's 2.42, and 3.16 built once into ~/.cache/otelgateway: make prometheus3)
 #   make bench  benchmarks (figures for issue notes)
 #   make lint   gofmt, go vet and staticcheck; the deploy/ files: promtool on the alert rules and their
 #               unit tests, the Kubernetes manifests, the Dockerfile and the dashboard (deploy module)
@@ -14,7 +15,7 @@ CONFIG      ?= testdata/config.yaml
 # Every Go source of the main module: the distribution is rebuilt when one changes.
 SOURCES     := $(shell find . -name '*.go' -not -path './dist/*' -not -path './e2e/*' -not -path './bench/*') go.mod go.sum builder-config.yaml
 
-.PHONY: all build run test unit e2e soak bench lint lint-deploy prometheus clean
+.PHONY: all build run test unit e2e soak bench lint lint-deploy prometheus prometheus3 clean
 
 all: build
 
@@ -31,9 +32,10 @@ test: lint unit e2e
 unit:
 	$(GO) test -race -count=1 ./...
 
-# The end-to-end test starts the ocb-built collector and a real Prometheus.
-e2e: $(DIST) prometheus
-	cd e2e && OTELCOL_BIN=$(CURDIR)/$(DIST) $(GO) test -race -count=1 -timeout 15m -v ./...
+# The end-to-end test starts the ocb-built collector and a real Prometheus
+# (Debian's 2.42, and Prometheus 3 for the tests of how its users run it).
+e2e: $(DIST) prometheus prometheus3
+	cd e2e && OTELCOL_BIN=$(CURDIR)/$(DIST) PROMETHEUS3_BIN=$(PROM3) $(GO) test -race -count=1 -timeout 15m -v ./...
 
 # The soak test (e2e/soak_test.go, build tag soak, never part of `make test`):
 # sustained good and hostile traffic, a table per minute, exact good counts
@@ -50,6 +52,22 @@ prometheus:
 		echo "installing Debian's prometheus package"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	fi
+
+# Prometheus 3 (e2e/prometheus3_test.go), built once from its Go module into
+# a cache outside the repository, only when missing. No Debian package has
+# it. Built without the service-discovery plugins (remove_all_sd: the tests
+# use static targets), which halves the build: about 8 CPU-minutes cold
+# instead of 15, plus the module downloads; a full build placed at $(PROM3)
+# serves as well.
+PROM3_VERSION := v0.316.0
+PROM3_DIR     ?= $(HOME)/.cache/otelgateway/prometheus-$(PROM3_VERSION)
+PROM3         := $(PROM3_DIR)/prometheus
+
+prometheus3: $(PROM3)
+
+$(PROM3):
+	mkdir -p $(PROM3_DIR)
+	GOBIN=$(PROM3_DIR) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROM3_VERSION)
 
 # Micro-benchmarks beside the code, then the peer comparisons (own modules,
 # so peers never enter the main module): each prints its table with ratios.

@@ -44,12 +44,21 @@ type fleetOpts struct {
 	storageDir string // file_storage directory for the cumulative processor; "" = in memory only
 	kongURL    string // fake Kong Admin API to poll for health; "" = no health section
 	rwURL      string // Prometheus remote-write endpoint; "" = no prometheus_remote_write exporter
-	otlpHTTP   string // otlphttp exporter endpoint (a second exporter that fails); "" = none
+	otlpHTTP   string // otlp_http exporter endpoint (a second exporter that fails); "" = none
 	// receiverStorage: the receiver checkpoints its flushed windows to the
 	// same file_storage (needs storageDir).
 	receiverStorage bool
 	// checkpointInterval is the processor's (default 1s).
 	checkpointInterval time.Duration
+	// flushInterval is the receiver's (default 1s).
+	flushInterval time.Duration
+	// defaultGrace leaves promstream's shutdown_grace at its default
+	// instead of fleetShutdownGrace.
+	defaultGrace bool
+	// tracesPipeline also lists the receiver in a traces pipeline (the
+	// spans passed on to the debug exporter), so one receiver serves two
+	// pipelines.
+	tracesPipeline bool
 }
 
 // fleetShutdownGrace is promstream's shutdown_grace in the fleet: the
@@ -73,9 +82,9 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
         endpoint: 127.0.0.1:%d
       grpc:
         endpoint: 127.0.0.1:%d
-    flush_interval: 1s
+    flush_interval: %s
     collector_name: %s
-`, ports[0], ports[1], o.name)
+`, ports[0], ports[1], flushOr(o.flushInterval), o.name)
 	if o.receiverStorage {
 		// checkpoint_replay as it was before it followed checkpoint_interval +
 		// flush_interval (2s here): the storage tests' files span many pages.
@@ -105,8 +114,10 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
   promstream:
     endpoint: 127.0.0.1:%d
     without_scope_info: true
-    shutdown_grace: %s
-`, ports[2], fleetShutdownGrace)
+`, ports[2])
+	if !o.defaultGrace {
+		fmt.Fprintf(&b, "    shutdown_grace: %s\n", fleetShutdownGrace)
+	}
 	if o.rwURL != "" {
 		// One request at a time: Prometheus 2.42 refuses out-of-order samples.
 		fmt.Fprintf(&b, `  prometheus_remote_write:
@@ -121,7 +132,7 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
 		// No queue and no retries: the export error reaches the receiver at
 		// once, so a retryable one makes it resend the window and a
 		// permanent one makes it drop the counts.
-		fmt.Fprintf(&b, `  otlphttp:
+		fmt.Fprintf(&b, `  otlp_http:
     endpoint: %s
     timeout: 2s
     sending_queue:
@@ -129,7 +140,10 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
     retry_on_failure:
       enabled: false
 `, o.otlpHTTP)
-		exporters = append(exporters, "otlphttp")
+		exporters = append(exporters, "otlp_http")
+	}
+	if o.tracesPipeline {
+		b.WriteString("  debug:\n    verbosity: basic\n    sampling_initial: 1\n    sampling_thereafter: 1000000\n")
 	}
 	b.WriteString("service:\n")
 	if o.storageDir != "" {
@@ -152,6 +166,9 @@ func fleetCollectorConfig(o fleetOpts, ports []int) string {
       processors: [cumulative]
       exporters: [%s]
 `, ports[3], strings.Join(exporters, ", "))
+	if o.tracesPipeline {
+		b.WriteString("    traces:\n      receivers: [gateway]\n      exporters: [debug]\n")
+	}
 	return b.String()
 }
 
@@ -690,4 +707,12 @@ func exporterSampleSet(u string) (map[string]bool, error) {
 		out[s.labels.String()] = true
 	}
 	return out, nil
+}
+
+// flushOr is f, or 1s when f is zero.
+func flushOr(f time.Duration) time.Duration {
+	if f == 0 {
+		return time.Second
+	}
+	return f
 }

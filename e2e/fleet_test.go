@@ -111,8 +111,10 @@ func testFleetRestarts(t *testing.T) []fleetRow {
 		// c1: restarted with file_storage behind the cumulative processor.
 		newFleetMember(t, fleetOpts{name: "c1", storageDir: storage, rwURL: rw}, ports[4:8]),
 		// c2: restarted without storage (promstream's shutdown_grace); polls
-		// the same Kong as c0, the health replica that is stopped.
-		newFleetMember(t, fleetOpts{name: "c2", kongURL: kongURL, rwURL: rw}, ports[8:12]),
+		// the same Kong as c0, the health replica that is stopped. Its
+		// receiver also passes the spans to a traces pipeline, so its
+		// SIGTERM stops a receiver shared by two pipelines.
+		newFleetMember(t, fleetOpts{name: "c2", kongURL: kongURL, rwURL: rw, tracesPipeline: true}, ports[8:12]),
 	}
 	var targets []string
 	for _, m := range members {
@@ -288,6 +290,7 @@ func testFleetRestarts(t *testing.T) []fleetRow {
 	checkFleetPromQL(t, prom, want)
 	checkPromIngestion(t, prom)
 	checkCollectorLabel(t, prom)
+	checkPushedMatchesScraped(t, prom)
 	for _, m := range members {
 		checkShardPartition(t, prom, m)
 	}
@@ -523,6 +526,43 @@ func checkCollectorLabel(t *testing.T, p *promServer) {
 	}
 }
 
+// checkPushedMatchesScraped: a series pushed by remote write carries the
+// labels of the same series scraped from promstream, so queries need not
+// know which path a series took: the README's recipe pairs promstream's
+// without_scope_info with the remote-write exporter's disable_scope_info
+// (without it, pushed series kept otel_scope_name). The series differ only
+// by name (namespace rw) and instance, which Prometheus gives a scraped
+// series (its target) and a pushed one does not have.
+func checkPushedMatchesScraped(t *testing.T, p *promServer) {
+	t.Helper()
+	labelsBy := func(name string) map[string]string {
+		v, err := promQuery(p, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, s := range v {
+			m := model.Metric{}
+			for k, val := range s.Metric {
+				if k != model.MetricNameLabel && k != model.InstanceLabel {
+					m[k] = val
+				}
+			}
+			out[metricSeriesKey(s.Metric)] = m.String()
+		}
+		return out
+	}
+	scraped, pushed := labelsBy("gateway_requests_total"), labelsBy("rw_gateway_requests_total")
+	if len(pushed) == 0 || len(pushed) != len(scraped) {
+		t.Errorf("%d pushed series, %d scraped", len(pushed), len(scraped))
+	}
+	for k, l := range pushed {
+		if scraped[k] != l {
+			t.Errorf("%s: pushed with %s, scraped with %s", k, l, scraped[k])
+		}
+	}
+}
+
 // checkShardPartition: the collector's two shards are disjoint and together
 // its whole /metrics (read from the exporter), and in Prometheus the two
 // shard jobs' samples add up to the collector's series, so no series was
@@ -581,7 +621,7 @@ func checkShardPartition(t *testing.T, p *promServer, m *fleetMember) {
 }
 
 // testFailingSecondExporter runs one collector with exporters [promstream,
-// otlphttp] where otlphttp always fails: kind "refused" (nothing listens:
+// otlp_http] where otlp_http always fails: kind "refused" (nothing listens:
 // retryable, the receiver resends its window) or "400" (a server answering
 // 400: permanent, the receiver drops the window it already handed over).
 // What promstream serves and Prometheus stores must equal what was
@@ -668,7 +708,7 @@ func testFailingSecondExporter(t *testing.T, kind string) fleetRow {
 	}
 	t.Log(detail)
 	return fleetRow{
-		scenario: "second exporter " + kind + " (otlphttp)", sent: strconv.Itoa(drv.sent[name]), acked: strconv.Itoa(drv.ackedTotal(name)),
+		scenario: "second exporter " + kind + " (otlp_http)", sent: strconv.Itoa(drv.sent[name]), acked: strconv.Itoa(drv.ackedTotal(name)),
 		pull: fmtCount(sumWhere(stored, "")), remoteWrite: "-",
 		restart: "promstream's /metrics " + fmtCount(sumWhere(served, "")) + "; " + detail,
 	}

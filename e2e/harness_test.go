@@ -473,6 +473,12 @@ func startPrometheusOn(t *testing.T, addr, config string, flags ...string) *prom
 	if err != nil {
 		t.Fatalf("prometheus binary not found in PATH: %v", err)
 	}
+	return startPrometheusBin(t, bin, addr, config, flags...)
+}
+
+// startPrometheusBin is startPrometheusOn with the Prometheus binary bin.
+func startPrometheusBin(t *testing.T, bin, addr, config string, flags ...string) *promServer {
+	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {

@@ -88,6 +88,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	ctx := r.Context()
 	q.Deadline = scrapeDeadline(r)
 	start := time.Now()
+	q.Began = start.UnixNano()
 	gen := e.generation.Load() // every batch up to gen is in the table
 	n, err := e.writeScrape(ctx, w, r, &q, slot)
 	e.telemetry.ExporterPromstreamScrapeBytes.Add(r.Context(), n)
@@ -104,8 +105,11 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		panic(http.ErrAbortHandler)
 	}
-	if q.Shards <= 1 && q.Names == nil {
-		e.scrapeCompleted(gen) // a whole scrape: it read everything stored by gen
+	if q.Shards <= 1 && q.Names == nil && slot.writer.Held() == 0 {
+		// A whole scrape: it read everything stored by gen (unless it left
+		// out a series created too recently for it, which the next one
+		// writes).
+		e.scrapeCompleted(gen)
 	}
 }
 

@@ -12,8 +12,11 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/metadata"
+	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/series"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 )
 
@@ -179,5 +182,46 @@ func TestHalfAHeaderDoesNotHoldTheConnection(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("the server held a half-sent header for %v", took)
+	}
+}
+
+// TestShutdownGraceNotEndedByAScrapeThatHeldBack: a whole scrape that left
+// out a series created too recently for it (series.Series.createdFor) did
+// not read the final state, so it does not end the wait; a scrape of series
+// created long before does. The held-back series is stored as a batch
+// stored an hour from now would store it, created a little before that.
+func TestShutdownGraceNotEndedByAScrapeThatHeldBack(t *testing.T) {
+	const grace = 2 * time.Second
+	for _, heldBack := range []bool{false, true} {
+		e, url := startedExporter(t, grace)
+		if err := e.consumeMetrics(context.Background(), kindsMetrics()); err != nil { // start times of 2023
+			t.Fatal(err)
+		}
+		if heldBack {
+			later := time.Now().Add(time.Hour).UnixNano()
+			f, err := e.table.Family("late_total", "", exposition.TypeCounter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := series.Key{Context: &series.Context{}, Attrs: pcommon.NewMap()}
+			s, err := f.Series(1, &key, later, contextLabels{key.Context})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetCounter(1, later-1, later)
+			e.generation.Add(1) // as consumeMetrics counts a batch
+		}
+		done := timedShutdown(t, e, context.Background())
+		body := fetch(t, url)
+		if has := strings.Contains(body, "\nlate_total "); has {
+			t.Fatalf("held back %v: the scrape has the series created an hour ahead:\n%s", heldBack, body)
+		}
+		took := <-done
+		if heldBack && took < grace {
+			t.Errorf("Shutdown returned after %v although the only scrape held a series back", took)
+		}
+		if !heldBack && took >= grace {
+			t.Errorf("Shutdown took %v (the whole grace) although a scrape read everything", took)
+		}
 	}
 }

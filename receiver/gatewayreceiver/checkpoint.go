@@ -134,7 +134,7 @@ func (f *flusher) restore(ctx context.Context) {
 		}
 	}
 	if cp.openStart > 0 {
-		f.windowStart = cp.openStart
+		f.windowStart, f.coldStart = cp.openStart, false
 	}
 	f.countCheckpoint(ctx, ckpt.Restored)
 	f.logger.Info("Restored the receiver's checkpoint", zap.Int("windows", len(cp.windows)),

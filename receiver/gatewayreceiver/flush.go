@@ -30,8 +30,12 @@ type flusher struct {
 	// the flush goroutine (and start and stop, when it is not running)
 	// touches it.
 	windowStart pcommon.Timestamp
-	stopLoop    chan struct{}
-	loopDone    chan struct{}
+	// coldStart: no window was carried over at start (no storage, or
+	// nothing restored), so the first flush dates its window's start just
+	// before its end (flush says why).
+	coldStart bool
+	stopLoop  chan struct{}
+	loopDone  chan struct{}
 
 	// The checkpoint (storage): the receiver's id, the storage extension
 	// (nil: none) and checkpoint_replay; ckpt writes the checkpoint after
@@ -46,6 +50,7 @@ type flusher struct {
 // starts the flush loop.
 func (f *flusher) start(ctx context.Context, host component.Host) error {
 	f.windowStart = pcommon.NewTimestampFromTime(time.Now())
+	f.coldStart = true // until a checkpoint carries a window over
 	// Before the flush loop and the servers: the restored windows are
 	// replayed downstream and the open window's start carried over.
 	if err := f.openCheckpoint(ctx, host); err != nil {
@@ -102,6 +107,25 @@ func (f *flusher) flush(ctx context.Context) {
 		return
 	}
 	now := pcommon.NewTimestampFromTime(time.Now())
+	if f.coldStart {
+		// The first window since a start that carried none over begins
+		// just before it ends. Its points start every stream the
+		// processor makes in this process, and that start is their
+		// created time downstream (OpenMetrics _created, protobuf
+		// created_timestamp). A pull exporter serves them only from this
+		// flush on, and after a restart without storage Prometheus has
+		// marked their series stale at a scrape made before it; with
+		// created-timestamp zero ingestion it refuses a zero sample dated
+		// before that marker (out of order), and a counter that came back
+		// higher than it was then shows no reset at all: under
+		// Prometheus 3.16, resets() found 0 of 12 and increase() read 96
+		// of 156. Dated after the marker, the zero sample is taken. The
+		// counts are the same; only the first window's requests are dated
+		// at its end. Set before emitting, so a window resent after a
+		// retryable error keeps it.
+		f.windowStart = now - 1
+		f.coldStart = false
+	}
 	sent, err := f.emit(ctx, w, f.windowStart, now, false)
 	n := int64(w.Len())
 	switch {

@@ -62,8 +62,10 @@ func TestRetryableFlushErrorKeepsCounts(t *testing.T) {
 	h := start(t, next, nil)
 	ctx := context.Background()
 	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
-	start := h.r.flusher.windowStart
 	h.r.flusher.flush(ctx) // refused: counts go back
+	// The start the refused window was sent with (the first window after a
+	// start without a checkpoint is dated at the flush: coldStart).
+	start := h.r.flusher.windowStart
 	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
 	h.r.flusher.flush(ctx)
 
@@ -174,5 +176,33 @@ func TestChunkPermanentlyRefusedDropsTheRest(t *testing.T) {
 	h.r.flusher.flush(ctx)
 	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_flushed_points", attribute.String("outcome", "sent")); n <= sent {
 		t.Errorf("the window after a dropped one was not sent (sent %d)", n)
+	}
+}
+
+// TestFirstWindowAfterAColdStartStartsAtItsEnd: without a window carried
+// over from storage, the first flushed window starts just before it ends,
+// so its streams' start (their created time downstream) is after any scrape
+// that found nothing before it (flush.go, flush); later windows start
+// where the one before ended. With a checkpoint's window carried over the
+// start is the checkpoint's (TestCrashLosesOnlyTheOpenWindow).
+func TestFirstWindowAfterAColdStartStartsAtItsEnd(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	ctx := context.Background()
+	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	h.r.flusher.flush(ctx)
+	h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	h.r.flusher.flush(ctx)
+	all := sink.AllMetrics()
+	if len(all) != 2 {
+		t.Fatalf("%d batches, want 2", len(all))
+	}
+	first := all[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	second := all[1].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	if first.StartTimestamp() != first.Timestamp()-1 {
+		t.Errorf("first window [%v, %v]: want it to start 1ns before its end", first.StartTimestamp(), first.Timestamp())
+	}
+	if second.StartTimestamp() != first.Timestamp() {
+		t.Errorf("second window starts at %v, want the first's end %v", second.StartTimestamp(), first.Timestamp())
 	}
 }

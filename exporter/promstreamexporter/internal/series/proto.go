@@ -203,7 +203,7 @@ func appendProtoFamilyHeader(dst []byte, f *Family, q *Query) []byte {
 // MetricFamily); the caller holds its page lock. Like appendSeries it reads
 // the series' fields itself; appendProtoValueBody writes a big series'
 // snapshot with the same functions.
-func (wr *Writer) appendProtoSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
+func (wr *Writer) appendProtoSeries(dst []byte, f *Family, s *Series, q *Query, created int64) []byte {
 	labels := s.protoLabels(q.Escaping, &wr.scratch, f)
 	var ts int64
 	if f.table.opts.Timestamps {
@@ -211,7 +211,7 @@ func (wr *Writer) appendProtoSeries(dst []byte, f *Family, s *Series, q *Query) 
 	}
 	return message(dst, 4, func(b []byte) []byte {
 		b = append(b, labels...)
-		b = appendProtoValue(b, f.typ, s)
+		b = appendProtoValue(b, f.typ, s, created)
 		if ts > 0 {
 			b = appendVarint(b, 6, uint64(ts/1e6)) // Metric.timestamp_ms
 		}
@@ -219,12 +219,12 @@ func (wr *Writer) appendProtoSeries(dst []byte, f *Family, s *Series, q *Query) 
 	})
 }
 
-func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
+func appendProtoValue(b []byte, t exposition.Type, s *Series, created int64) []byte {
 	var c cursor
 	switch t {
 	case exposition.TypeCounter:
 		return message(b, 3, func(b []byte) []byte {
-			return appendProtoCounter(b, s.bits.Load(), s.ex, s.created.Load())
+			return appendProtoCounter(b, s.bits.Load(), s.ex, created)
 		})
 	case exposition.TypeGauge:
 		return message(b, 2, func(b []byte) []byte { return appendDouble(b, 1, math.Float64frombits(s.bits.Load())) })
@@ -234,7 +234,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			return b
 		}
 		return message(b, 4, func(b []byte) []byte {
-			b, _ = appendProtoSummary(b, d, s.created.Load(), &c, math.MaxInt)
+			b, _ = appendProtoSummary(b, d, created, &c, math.MaxInt)
 			return b
 		})
 	case exposition.TypeHistogram:
@@ -243,7 +243,7 @@ func appendProtoValue(b []byte, t exposition.Type, s *Series) []byte {
 			return b
 		}
 		return message(b, 7, func(b []byte) []byte {
-			b, _ = appendProtoHistogram(b, d, s.created.Load(), s.ex, &c, math.MaxInt)
+			b, _ = appendProtoHistogram(b, d, created, s.ex, &c, math.MaxInt)
 			return b
 		})
 	default:

@@ -103,8 +103,8 @@ type cursor struct {
 
 // viewOf reads what rendering s needs, for its snapshot; the caller holds
 // its page lock.
-func (wr *Writer) viewOf(f *Family, s *Series, q *Query, proto bool) view {
-	v := view{bits: s.bits.Load(), created: s.created.Load(), d: s.dist}
+func (wr *Writer) viewOf(f *Family, s *Series, q *Query, proto bool, created int64) view {
+	v := view{bits: s.bits.Load(), created: created, d: s.dist}
 	if proto {
 		v.labels = s.protoLabels(q.Escaping, &wr.scratch, f)
 		v.ex = s.ex
@@ -137,7 +137,7 @@ func (wr *Writer) timestamp(t int64, q *Query) []byte {
 // lock. It reads the series' fields itself (a scrape's hot path: a gauge or
 // counter costs a few loads more through a view, a fifth of a scrape);
 // appendLines writes a big series' snapshot with the same line functions.
-func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byte {
+func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query, created int64) []byte {
 	labels := s.labelsFor(q.Escaping, &wr.scratch, f)
 	names := &f.names[q.Escaping]
 	var ts []byte
@@ -155,21 +155,21 @@ func (wr *Writer) appendSeries(dst []byte, f *Family, s *Series, q *Query) []byt
 		if wr.exemplars {
 			ex = s.ex
 		}
-		dst, _ = wr.histogramLines(dst, names, labels, boundsFor(d, f, q), d, ex, s.created.Load(), ts, &c, math.MaxInt)
+		dst, _ = wr.histogramLines(dst, names, labels, boundsFor(d, f, q), d, ex, created, ts, &c, math.MaxInt)
 		return dst
 	case exposition.TypeSummary:
 		d := s.dist
 		if d == nil {
 			return dst
 		}
-		dst, _ = wr.summaryLines(dst, names, labels, boundsFor(d, f, q), d, s.created.Load(), ts, &c, math.MaxInt)
+		dst, _ = wr.summaryLines(dst, names, labels, boundsFor(d, f, q), d, created, ts, &c, math.MaxInt)
 		return dst
 	case exposition.TypeCounter:
 		var ex *exemplars
 		if wr.exemplars {
 			ex = s.ex
 		}
-		return wr.counterLines(dst, names, labels, s.bits.Load(), ex, s.created.Load(), ts)
+		return wr.counterLines(dst, names, labels, s.bits.Load(), ex, created, ts)
 	default:
 		dst = appendPrefix(dst, names.base, names.quoted, labels, "", nil)
 		return appendSample(dst, math.Float64frombits(s.bits.Load()), ts)

@@ -29,9 +29,9 @@ type snapshot struct {
 
 // takeSnapshot copies what rendering s reads into wr.snap; the caller holds
 // s's page lock.
-func (wr *Writer) takeSnapshot(f *Family, s *Series, q *Query, proto bool) {
+func (wr *Writer) takeSnapshot(f *Family, s *Series, q *Query, proto bool, created int64) {
 	sn := &wr.snap
-	sn.v = wr.viewOf(f, s, q, proto)
+	sn.v = wr.viewOf(f, s, q, proto, created)
 	if d := s.dist; d != nil {
 		sn.counts = append(sn.counts[:0], d.Counts...)
 		sn.d = Dist{Count: d.Count, Sum: d.Sum, HasSum: d.HasSum, Bounds: d.Bounds, Counts: sn.counts}

@@ -57,6 +57,10 @@ type Query struct {
 	Names map[string]struct{}
 	// Deadline, when not zero, ends the scrape with ErrDeadline once passed.
 	Deadline time.Time
+	// Began is when the scrape began (unix nanoseconds): series created
+	// too recently for it are left out (Series.createdFor). 0 writes every
+	// series.
+	Began int64
 }
 
 // ErrDeadline is returned by WriteTo when the query's deadline passed.
@@ -105,7 +109,15 @@ type Writer struct {
 	// flushLimit and bigLimit replace flushAt and bigSeries when not 0
 	// (tests, to cut pages and series at every size).
 	flushLimit, bigLimit int
+	// held counts the series the scrape left out as created too recently
+	// for it (Series.createdFor).
+	held int
 }
+
+// Held returns how many series the last WriteTo left out as created too
+// recently for it (Series.createdFor): such a scrape did not write all
+// that was stored when it began.
+func (wr *Writer) Held() int { return wr.held }
 
 func (wr *Writer) flushSize() int {
 	if wr.flushLimit > 0 {
@@ -132,7 +144,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 	t.mu.RLock()
 	wr.families = append(wr.families[:0], t.families...)
 	t.mu.RUnlock()
-	wr.w, wr.written = w, 0
+	wr.w, wr.written, wr.held = w, 0, 0
 	defer wr.release()
 	wr.buf = wr.buf[:0]
 	proto := q.Format.Spec().Body.Proto
@@ -243,18 +255,23 @@ func (wr *Writer) writePage(ctx context.Context, f *Family, p *page, q *Query, p
 				continue // removed while the page was unlocked
 			}
 		}
+		created, ok := s.createdFor(q)
+		if !ok {
+			wr.held++ // created too recently for this scrape: the next writes it
+			continue
+		}
 		if wr.dedupe && !wr.unique(f, s, q) {
 			continue
 		}
 		big := s.sizeEstimate(f.typ) > bigSize
 		if big {
-			wr.takeSnapshot(f, s, q, proto)
+			wr.takeSnapshot(f, s, q, proto, created)
 		} else {
 			if proto {
-				wr.buf = wr.appendProtoSeries(wr.buf, f, s, q)
+				wr.buf = wr.appendProtoSeries(wr.buf, f, s, q, created)
 				wr.groupN++
 			} else {
-				wr.buf = wr.appendSeries(wr.buf, f, s, q)
+				wr.buf = wr.appendSeries(wr.buf, f, s, q, created)
 			}
 			if len(wr.buf) < flushSize {
 				continue

@@ -252,7 +252,9 @@ type Series struct {
 	bits atomic.Uint64
 	// created is a counter's, histogram's or summary's start time (unix
 	// nanoseconds; 0: unknown), written as OpenMetrics' _created and
-	// protobuf's created_timestamp. A histogram's or summary's is written
+	// protobuf's created_timestamp; negated when the start was after the
+	// moment its point was stored (a source whose clock runs ahead), which
+	// createdFor never holds back. A histogram's or summary's is written
 	// under page.mu with its Dist (UpdateHistogram), so that a scrape
 	// reads the two together; a counter's is written lock-free.
 	created atomic.Int64
@@ -329,9 +331,48 @@ func (s *Series) SetValue(v float64, now int64) {
 // new value with the old start time or the reverse, for that one scrape:
 // either way the value went down, which Prometheus reads as a reset.
 func (s *Series) SetCounter(v float64, created, now int64) {
-	s.created.Store(created)
+	s.setCreated(created, now)
 	s.bits.Store(math.Float64bits(v))
 	s.updated.Store(now)
+}
+
+// setCreated keeps a point's start time (stored at now) as the series'
+// created time. Only a change is written: an atomic store is a locked
+// instruction, and a stream's start time does not change.
+func (s *Series) setCreated(start, now int64) {
+	switch {
+	case start < 0:
+		start = 0 // no time at all: unknown
+	case start > now:
+		start = -start // ahead of this clock: see created
+	}
+	if s.created.Load() != start {
+		s.created.Store(start)
+	}
+}
+
+// createdFor returns the created time a scrape (q) writes for s, and false
+// when the scrape must leave s out: it began before s's created time, so
+// the sample Prometheus takes from it is dated before that. With
+// created-timestamp zero ingestion Prometheus then skips the zero sample at
+// that scrape and adds it at the next one, after the sample it took: a
+// reset that never happened. That is a scrape in flight when a series is
+// stored whose start is the moment of its flush (the first window after a
+// restart without storage); left out once, the series is written by the
+// next scrape. A created time ahead of the clock (setCreated) is written as
+// given. A query without Began (tests, direct writers) writes every series.
+// (Prometheus dates a scrape when it sends it, a little before it reaches
+// us; within that little, and the hosts' clock skew, the order is not
+// known.)
+func (s *Series) createdFor(q *Query) (int64, bool) {
+	c := s.created.Load()
+	if c < 0 {
+		return -c, true
+	}
+	if q.Began != 0 && c > q.Began {
+		return 0, false
+	}
+	return c, true
 }
 
 // SetTimestamp stores the point timestamp of a gauge or counter series
@@ -374,9 +415,7 @@ func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []
 	// instruction, and a stream's start time (and its timestamp without
 	// send_timestamps, which callers then pass as 0) does not change.
 	// Under the page lock, no other writer can come between.
-	if s.created.Load() != t.Created {
-		s.created.Store(t.Created)
-	}
+	s.setCreated(t.Created, now)
 	if s.ts.Load() != t.Timestamp {
 		s.ts.Store(t.Timestamp)
 	}
