@@ -215,6 +215,19 @@ func (m *monitor) loopScrape() {
 	}
 }
 
+// waitScrapes waits until the monitor has completed n scrapes begun in
+// phase, or timeout: a phase whose scrapes are slow (a huge exposition)
+// must last long enough for its figures to mean something.
+func (m *monitor) waitScrapes(phase string, n int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if m.stats(phase).scrapes >= n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (m *monitor) fail(format string, args ...any) {
 	m.mu.Lock()
 	m.errs = append(m.errs, fmt.Sprintf(format, args...))

@@ -107,6 +107,7 @@ func startHostileRunWith(t *testing.T, config string) *hostileRun {
 // the Go heap when not 0), and logs the figures.
 func (h *hostileRun) finish(t *testing.T, rssBound, heapBound int64, scrapeMax time.Duration) {
 	t.Helper()
+	h.mon.waitScrapes("attack", 2, time.Minute)
 	h.mon.setPhase("after")
 	h.good.stop()
 	waitGoodExact(t, h.col, h.good)
