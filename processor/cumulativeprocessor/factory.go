@@ -1,3 +1,9 @@
+// Package cumulativeprocessor is the `cumulative` processor: it turns delta
+// sums and histograms (explicit and exponential) into cumulative ones, one
+// state per stream, so delta sources such as the gateway receiver can be
+// scraped by Prometheus (README.md). Streams are found through the shared
+// series identity (internal/identity), bounded by max_streams, expired when
+// stale, and checkpointed through a storage extension when one is set.
 package cumulativeprocessor // import "github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
 
 import (

@@ -30,7 +30,7 @@ import (
 // max_request_bytes_in_flight, until the test releases them.
 func holdBytes(t *testing.T, h *harness, n int64) *admission.Charge {
 	t.Helper()
-	c, err := h.r.admit.Admit(context.Background(), admission.Request{})
+	c, err := h.r.ingest.admit.Admit(context.Background(), admission.Request{})
 	if err == nil {
 		err = c.Add(n)
 	}
@@ -151,7 +151,7 @@ func TestAdmissionServesConcurrentLargeExportsInTurn(t *testing.T) {
 	if smallCodes[http.StatusOK] != 2*small {
 		t.Errorf("small exports sent alongside: %v, want %d × 200", smallCodes, 2*small)
 	}
-	if n := h.r.admit.InFlight(); n != 0 {
+	if n := h.r.ingest.admit.InFlight(); n != 0 {
 		t.Errorf("%d bytes still in flight", n)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
@@ -198,7 +198,7 @@ func TestAdmissionWaitsInTurn(t *testing.T) {
 		held := holdBytes(t, h, 64<<10)
 		done := make(chan error, 1)
 		go func() { done <- r.send() }()
-		waitFor(t, func() bool { return h.r.admit.Waiting() == 1 })
+		waitFor(t, func() bool { return h.r.ingest.admit.Waiting() == 1 })
 		select {
 		case err := <-done:
 			t.Fatalf("%s answered while the bound was held: %v", r.name, err)
@@ -280,7 +280,7 @@ func TestAdmissionQueueTimeoutAndSize(t *testing.T) {
 		_ = resp.Body.Close()
 		waiting <- resp.StatusCode
 	}()
-	waitFor(t, func() bool { return h.r.admit.Waiting() == 1 })
+	waitFor(t, func() bool { return h.r.ingest.admit.Waiting() == 1 })
 	resp, err = http.Post("http://"+h.httpAddr+tracesURLPath, pbContentType, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

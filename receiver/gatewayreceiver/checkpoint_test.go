@@ -3,8 +3,6 @@ package gatewayreceiver
 import (
 	"context"
 	"net/http"
-	"reflect"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +20,8 @@ import (
 	ckpt "github.com/otelgateway/otelgateway/internal/checkpoint"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 var (
@@ -122,7 +122,7 @@ func TestCrashLosesOnlyTheOpenWindow(t *testing.T) {
 	next.set(p1)
 	r1 := startOn(t, host, next, withStorage)
 	sendKong(t, r1, "/crash", 7)
-	r1.r.flush(ctx) // window 1, in the processor's checkpoint below
+	r1.r.flusher.flush(ctx) // window 1, in the processor's checkpoint below
 	if err := p1.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +137,11 @@ func TestCrashLosesOnlyTheOpenWindow(t *testing.T) {
 	p1b := cumulative(t, procStore, sink)
 	next.set(p1b)
 	sendKong(t, r1, "/crash", 5)
-	r1.r.flush(ctx)
+	r1.r.flusher.flush(ctx)
 	sendKong(t, r1, "/crash", 3)
-	r1.r.flush(ctx)
+	r1.r.flusher.flush(ctx)
 	sendKong(t, r1, "/crash", 100) // the open window: lost in the crash
-	lastEnd := r1.r.windowStart
+	lastEnd := r1.r.flusher.windowStart
 	if got, _ := lastRequests(t, sink, "/crash"); got != 15 {
 		t.Fatalf("before the crash: %d requests, want 15", got)
 	}
@@ -153,11 +153,11 @@ func TestCrashLosesOnlyTheOpenWindow(t *testing.T) {
 	p2 := cumulative(t, restarted, sink2)
 	t.Cleanup(func() { _ = p2.Shutdown(ctx) })
 	r2 := startOn(t, host, p2, withStorage)
-	if r2.r.windowStart != lastEnd {
-		t.Errorf("window starts at %v after the restart, want the last flushed window's end %v", r2.r.windowStart, lastEnd)
+	if r2.r.flusher.windowStart != lastEnd {
+		t.Errorf("window starts at %v after the restart, want the last flushed window's end %v", r2.r.flusher.windowStart, lastEnd)
 	}
 	sendKong(t, r2, "/crash", 2)
-	r2.r.flush(ctx)
+	r2.r.flusher.flush(ctx)
 	got, gotStart := lastRequests(t, sink2, "/crash")
 	if got != 7+5+3+2 || gotStart != start {
 		t.Errorf("after the restart: %d requests from %v, want %d from %v (the counter continues, the replay counted once)", got, gotStart, 7+5+3+2, start)
@@ -176,7 +176,7 @@ func TestReceiverCheckpointDiscarded(t *testing.T) {
 		store := testutil.NewMemClient()
 		h := startOn(t, testutil.ExtHost{recvStorageID: &testutil.MemExtension{Client: store, Kind: component.KindReceiver}}, consumertest.NewNop(), withStorage)
 		sendKong(t, h, "/x", 1)
-		h.r.flush(context.Background())
+		h.r.flusher.flush(context.Background())
 		return store.Bytes(checkpointKey)
 	}()
 	if len(good) == 0 {
@@ -196,7 +196,7 @@ func TestReceiverCheckpointDiscarded(t *testing.T) {
 		{"truncated", good[:len(good)/2], withStorage, "discarded_corrupt"},
 		{"garbage", []byte("not a checkpoint"), withStorage, "discarded_corrupt"},
 		{"version", version, withStorage, "discarded_version"},
-		{"config", good, func(c *Config) { withStorage(c); c.Profile = profileKong }, "discarded_config"},
+		{"config", good, func(c *Config) { withStorage(c); c.Profile = traffic.ProfileKong }, "discarded_config"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := testutil.NewMemClient()
@@ -207,8 +207,8 @@ func TestReceiverCheckpointDiscarded(t *testing.T) {
 			if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_checkpoints", attribute.String("outcome", c.outcome)); n != 1 {
 				t.Errorf("%s = %d, want 1", c.outcome, n)
 			}
-			if len(sink.AllMetrics()) != 0 || h.r.windowStart.AsTime().Before(before) {
-				t.Errorf("replayed %d batches, window start %v: want a new window and no replay", len(sink.AllMetrics()), h.r.windowStart)
+			if len(sink.AllMetrics()) != 0 || h.r.flusher.windowStart.AsTime().Before(before) {
+				t.Errorf("replayed %d batches, window start %v: want a new window and no replay", len(sink.AllMetrics()), h.r.flusher.windowStart)
 			}
 		})
 	}
@@ -217,15 +217,16 @@ func TestReceiverCheckpointDiscarded(t *testing.T) {
 // The checkpoint decoder never panics and never allocates from a corrupt
 // count, whatever the bytes.
 func FuzzDecodeReceiverCheckpoint(f *testing.F) {
-	agg := newAggregator(otelProfile.withDurationHistograms(nil, 20), dimensions{}, limits{})
-	c := &checkpointer{fingerprint: checkpointFingerprint(agg)}
-	a := newAggregator(otelProfile.withDurationHistograms(nil, 20), dimensions{}, limits{})
-	e := otelEvent("kong", "/f")
-	a.mu.Lock()
-	a.addLocked(&e)
-	a.mu.Unlock()
-	items, buckets := a.take()
-	c.windows = []flushedWindow{{start: 1, end: 2, points: encodePoints(nil, items, buckets, agg)}}
+	set := traffic.Settings{Profile: traffic.ProfileOTel, ExpoSize: 20, Exemplars: true}
+	agg := traffic.New(set)
+	c := &checkpointer{fingerprint: agg.Fingerprint()}
+	a := traffic.New(set)
+	var e gateway.Event
+	e.Reset()
+	e.Kind, e.Gateway, e.Route, e.Method, e.StatusCode, e.TotalMS = gateway.KindSemconv, "kong", "/f", "GET", 200, 3
+	a.Add([]gateway.Event{e})
+	w := a.Take()
+	c.windows = []flushedWindow{{start: 1, end: 2, points: w.AppendPoints(nil, w.Len())}}
 	f.Add(c.encode(nil, 2))
 	f.Add([]byte(checkpointMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -238,49 +239,8 @@ func FuzzDecodeReceiverCheckpoint(f *testing.F) {
 		}
 		if err == nil {
 			for _, w := range cp.windows {
-				agg.toMetrics(w.points, w.buckets, w.start, w.end) // must not panic
+				w.points.Metrics(0, w.points.Len(), w.start, w.end) // must not panic
 			}
 		}
 	})
-}
-
-// A window's exponential points survive the checkpoint's points section:
-// decoded, each has the layout (scale, offset, zero) and counts it was
-// encoded with, where bucketBuf keeps the layout ahead of the counts.
-func TestCheckpointPointsKeepExponentialLayout(t *testing.T) {
-	prof := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
-	a := newAggregator(prof, dimensions{}, limits{})
-	a.mu.Lock()
-	for i, ms := range []float64{0.001, 3, 1e6, 42} {
-		e := otelEvent("kong", "/r"+strconv.Itoa(i%2))
-		e.TotalMS, e.UpstreamMS = ms, ms/2
-		a.addLocked(&e)
-	}
-	a.mu.Unlock()
-	points, buckets := a.take()
-	enc := encodePoints(nil, points, buckets, a)
-	d := ckptDecoder{ckpt.Decoder{B: enc}}
-	if n := d.Uvarint(); n != uint64(len(points)) {
-		t.Fatalf("%d points encoded, want %d", n, len(points))
-	}
-	var got []uint64
-	expo := 0
-	for i := range points {
-		p := d.point(a, &got)
-		if d.Err != nil {
-			t.Fatal(d.Err)
-		}
-		if prof.families[p.fam].expoSize == 0 {
-			continue
-		}
-		expo++
-		we, wc := points[i].expo(buckets)
-		ge, gc := p.expo(got)
-		if ge != we || !reflect.DeepEqual(gc, wc) {
-			t.Errorf("point %d: decoded %+v %v, want %+v %v", i, ge, gc, we, wc)
-		}
-	}
-	if expo == 0 {
-		t.Fatal("no exponential point in the window")
-	}
 }

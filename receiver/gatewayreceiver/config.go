@@ -17,6 +17,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 // Default endpoints sit next to, never on, the standard OTLP receiver's
@@ -275,7 +276,7 @@ func createDefaultConfig() *Config {
 			HTTP: configoptional.Some(httpCfg),
 		},
 		FlushInterval:      defaultFlushInterval,
-		Profile:            profileOTel,
+		Profile:            traffic.ProfileOTel,
 		Limits:             defaultLimits(),
 		TupleExpiry:        defaultTupleExpiry,
 		GRPCReceiveTimeout: defaultGRPCReceiveTimeout,
@@ -305,8 +306,8 @@ func (c *Config) Validate() error {
 	if c.FlushInterval <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("flush_interval must be positive, got %v", c.FlushInterval))
 	}
-	if !slices.Contains(profileNames(), c.Profile) {
-		errs = errors.Join(errs, fmt.Errorf("profile must be %s, got %q", quotedOr(profileNames()), c.Profile))
+	if !slices.Contains(traffic.ProfileNames(), c.Profile) {
+		errs = errors.Join(errs, fmt.Errorf("profile must be %s, got %q", quotedOr(traffic.ProfileNames()), c.Profile))
 	}
 	for name, rate := range c.SamplingRates {
 		if _, ok := gateway.Lookup(name); !ok {
@@ -318,16 +319,16 @@ func (c *Config) Validate() error {
 	}
 	errs = errors.Join(errs, c.validateMetrics())
 	if c.NodeLabel != "" {
-		if c.Profile == profileOTel {
-			errs = errors.Join(errs, fmt.Errorf("node_label applies to the %q and %q profiles; the otel profile's resource is the gateway", profileKong, profileAPISIX))
+		if c.Profile == traffic.ProfileOTel {
+			errs = errors.Join(errs, fmt.Errorf("node_label applies to the %q and %q profiles; the otel profile's resource is the gateway", traffic.ProfileKong, traffic.ProfileAPISIX))
 		}
 		if !model.LegacyValidation.IsValidLabelName(c.NodeLabel) || strings.HasPrefix(c.NodeLabel, "__") || c.NodeLabel == c.CollectorLabel {
 			errs = errors.Join(errs, fmt.Errorf("node_label must be a Prometheus label name, not reserved and not collector_label, got %q", c.NodeLabel))
 		}
 	}
 	if e := c.Histogram.Exponential.Get(); e != nil {
-		if c.Profile != profileOTel {
-			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", profileOTel))
+		if c.Profile != traffic.ProfileOTel {
+			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", traffic.ProfileOTel))
 		}
 		if len(c.Histogram.Explicit.Buckets) > 0 {
 			errs = errors.Join(errs, errors.New("histogram: set explicit or exponential, not both"))
@@ -337,8 +338,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if b := c.Histogram.Explicit.Buckets; len(b) > 0 {
-		if c.Profile != profileOTel {
-			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", profileOTel))
+		if c.Profile != traffic.ProfileOTel {
+			errs = errors.Join(errs, fmt.Errorf("histogram applies to the %q profile only; the kong and apisix profiles keep their gateway's buckets", traffic.ProfileOTel))
 		}
 		for i, d := range b {
 			if d <= 0 || i > 0 && d <= b[i-1] {
@@ -350,14 +351,14 @@ func (c *Config) Validate() error {
 	if c.Storage != nil && c.CheckpointReplay <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("checkpoint_replay must be positive with storage, got %v", c.CheckpointReplay))
 	}
-	if c.PreferName && c.Profile != profileAPISIX {
-		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", profileAPISIX, c.Profile))
+	if c.PreferName && c.Profile != traffic.ProfileAPISIX {
+		errs = errors.Join(errs, fmt.Errorf("prefer_name applies to the %q profile only; profile is %q", traffic.ProfileAPISIX, c.Profile))
 	}
-	if c.PerConsumer && c.Profile != profileKong {
-		errs = errors.Join(errs, fmt.Errorf("per_consumer applies to the %q profile only; profile is %q", profileKong, c.Profile))
+	if c.PerConsumer && c.Profile != traffic.ProfileKong {
+		errs = errors.Join(errs, fmt.Errorf("per_consumer applies to the %q profile only; profile is %q", traffic.ProfileKong, c.Profile))
 	}
-	if len(c.Dimensions) > 0 && c.Profile != profileOTel {
-		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", profileOTel, c.Profile))
+	if len(c.Dimensions) > 0 && c.Profile != traffic.ProfileOTel {
+		errs = errors.Join(errs, fmt.Errorf("dimensions apply to the %q profile only; profile is %q", traffic.ProfileOTel, c.Profile))
 	}
 	spanDims := 0
 	for _, d := range c.Dimensions {
@@ -409,30 +410,30 @@ func quotedOr(names []string) string {
 }
 
 // dimensionOf names an optional otel-profile attribute.
-func dimensionOf(name string) (func(*dimensions), bool) {
+func dimensionOf(name string) (func(*traffic.Dimensions), bool) {
 	switch name {
 	case "service":
-		return func(d *dimensions) { d.service = true }, true
+		return func(d *traffic.Dimensions) { d.Service = true }, true
 	case "upstream":
-		return func(d *dimensions) { d.upstream = true }, true
+		return func(d *traffic.Dimensions) { d.Upstream = true }, true
 	case "target":
-		return func(d *dimensions) { d.target = true }, true
+		return func(d *traffic.Dimensions) { d.Target = true }, true
 	case "consumer":
-		return func(d *dimensions) { d.consumer = true }, true
+		return func(d *traffic.Dimensions) { d.Consumer = true }, true
 	case "response_source":
-		return func(d *dimensions) { d.source = true }, true
+		return func(d *traffic.Dimensions) { d.Source = true }, true
 	}
 	return nil, false
 }
 
-func (c *Config) dimensions() dimensions {
-	d := dimensions{preferName: c.PreferName, perConsumer: c.PerConsumer, node: c.NodeLabel != ""}
+func (c *Config) dimensions() traffic.Dimensions {
+	d := traffic.Dimensions{PreferName: c.PreferName, PerConsumer: c.PerConsumer, Node: c.NodeLabel != ""}
 	for _, dim := range c.Dimensions {
 		if set, ok := dimensionOf(dim.Name); ok {
 			set(&d)
 			continue
 		}
-		d.span = append(d.span, spanDimension{name: dim.Name, key: gateway.RegisterAttribute(dim.Name), def: dim.Default})
+		d.Span = append(d.Span, traffic.SpanDimension{Name: dim.Name, Key: gateway.RegisterAttribute(dim.Name), Default: dim.Default})
 	}
 	return d
 }
@@ -440,10 +441,10 @@ func (c *Config) dimensions() dimensions {
 // validateMetrics checks that every `metrics` entry names a metric of the
 // profile and says whether it is enabled.
 func (c *Config) validateMetrics() error {
-	if len(c.Metrics) == 0 || !slices.Contains(profileNames(), c.Profile) {
+	if len(c.Metrics) == 0 || !slices.Contains(traffic.ProfileNames(), c.Profile) {
 		return nil
 	}
-	known := profileByName(c.Profile).metricNames()
+	known := traffic.MetricNames(c.Profile)
 	var errs error
 	for _, name := range slices.Sorted(maps.Keys(c.Metrics)) {
 		if !slices.Contains(known, name) {

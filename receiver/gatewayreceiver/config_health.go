@@ -22,12 +22,10 @@ type HealthProfile = health.Profile
 
 // The naming profiles, as health.profile values.
 const (
-	ProfileOTel   HealthProfile = profileOTel
-	ProfileKong   HealthProfile = profileKong
-	ProfileAPISIX HealthProfile = profileAPISIX
+	ProfileOTel   HealthProfile = health.ProfileOTel
+	ProfileKong   HealthProfile = health.ProfileKong
+	ProfileAPISIX HealthProfile = health.ProfileAPISIX
 )
-
-func init() { health.ProfileNames = profileNames() }
 
 func defaultHealthConfig() HealthConfig { return health.DefaultConfig() }
 

@@ -2,6 +2,7 @@ package gatewayreceiver
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 func TestHealthConfig(t *testing.T) {
@@ -90,7 +92,7 @@ func TestHealthProfileDecodeError(t *testing.T) {
 
 func TestHealthProfileFollowsTheReceiverProfile(t *testing.T) {
 	c := createDefaultConfig()
-	c.Profile = profileAPISIX
+	c.Profile = traffic.ProfileAPISIX
 	h := defaultHealthConfig()
 	c.Health = configoptional.Some(h)
 	if got := c.healthProfile(); got != ProfileAPISIX {
@@ -99,5 +101,14 @@ func TestHealthProfileFollowsTheReceiverProfile(t *testing.T) {
 	c.Health.Get().Profile = ProfileKong
 	if got := c.healthProfile(); got != ProfileKong {
 		t.Fatalf("health profile = %q, want its own %q", got, ProfileKong)
+	}
+}
+
+// health.profile falls back to the receiver's profile: every traffic
+// profile has a health naming of the same name, in the same order (the
+// names validation offers for both).
+func TestEveryProfileNamesHealth(t *testing.T) {
+	if got, want := health.ProfileNames(), traffic.ProfileNames(); !slices.Equal(got, want) {
+		t.Fatalf("health profiles %q, traffic profiles %q", got, want)
 	}
 }

@@ -3,12 +3,14 @@ package gatewayreceiver
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 func TestConfig(t *testing.T) {
@@ -147,6 +149,44 @@ func runConfigCases(t *testing.T, cases []configCase) {
 			}
 			c.check(t, cfg)
 		})
+	}
+}
+
+// prefer_name applies to the apisix profile only.
+func TestPreferNameIsAPISIXOnly(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.PreferName = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `prefer_name applies to the "apisix" profile only`) {
+		t.Errorf("prefer_name on the otel profile: %v", err)
+	}
+}
+
+// histogram.explicit.buckets sets the otel profile's duration buckets, as
+// spanmetrics users set them (traffic's TestDurationBounds: only the
+// duration histograms take them).
+func TestHistogramBucketsOption(t *testing.T) {
+	runConfigCases(t, []configCase{{file: "histogram_buckets.yaml", check: func(t *testing.T, c *Config) {
+		if got, want := c.durationBounds(), []float64{0.002, 0.01, 0.1, 1, 30}; !slices.Equal(got, want) {
+			t.Errorf("duration bounds %v, want %v", got, want)
+		}
+	}}})
+	c := createDefaultConfig()
+	c.Histogram.Explicit.Buckets = []time.Duration{time.Second, time.Millisecond}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "positive and increasing") {
+		t.Errorf("decreasing buckets: %v", err)
+	}
+}
+
+// per_consumer is refused on the profiles other than kong.
+func TestPerConsumerIsKongOnly(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.Profile, cfg.PerConsumer = traffic.ProfileAPISIX, true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "per_consumer applies to the \"kong\" profile only") {
+		t.Errorf("per_consumer on apisix: %v", err)
+	}
+	cfg.Profile = traffic.ProfileKong
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("per_consumer on kong: %v", err)
 	}
 }
 

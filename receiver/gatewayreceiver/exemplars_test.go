@@ -22,7 +22,7 @@ func TestHistogramPointsCarryExemplars(t *testing.T) {
 	root.SetStartTimestamp(1_700_000_000_000_000_000)
 	root.SetEndTimestamp(1_700_000_000_042_000_000) // 42 ms
 	ctx := context.Background()
-	if err := h.r.ingest(ctx, td); err != nil {
+	if err := h.r.ingest.traces(ctx, td); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.r.Shutdown(ctx); err != nil {

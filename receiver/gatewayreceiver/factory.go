@@ -94,7 +94,7 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	s.r.next = next
+	s.r.useMetrics(next)
 	return s, nil
 }
 
@@ -103,6 +103,6 @@ func createTraces(_ context.Context, set receiver.Settings, cfg component.Config
 	if err != nil {
 		return nil, err
 	}
-	s.r.nextTraces = next
+	s.r.useTraces(next)
 	return s, nil
 }

@@ -32,7 +32,7 @@ func FuzzHandleTraces(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, tracesURLPath, bytes.NewReader(body))
 		req.Header.Set("Content-Type", ct)
 		rec := httptest.NewRecorder()
-		r.handleTraces(rec, req)
+		r.http.handleTraces(rec, req)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusBadRequest {
 			t.Fatalf("status %d for body %q", rec.Code, body)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -12,7 +13,9 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/extension/extensionauth"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -29,6 +32,7 @@ import (
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/admission"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
 var (
@@ -40,49 +44,90 @@ var (
 	grpcUnauthed  = attribute.NewSet(attribute.String("transport", "grpc"), attribute.String("outcome", "unauthenticated"))
 )
 
-func (r *gatewayReceiver) startGRPC(ctx context.Context, host component.Host) error {
-	if !r.cfg.Protocols.GRPC.HasValue() {
-		return nil
-	}
-	cfg := r.cfg.Protocols.GRPC.Get()
-	sc := *cfg
-	if cfg.Auth.HasValue() {
+// grpcServer is the OTLP/gRPC transport: it admits a call before its
+// message is read (admitStream), reads the message as bytes, and hands it
+// to ingest.
+type grpcServer struct {
+	cfg       *configgrpc.ServerConfig
+	ingest    *ingest
+	telemetry *metadata.TelemetryBuilder
+	logger    *zap.Logger
+	// receiving bounds the calls whose message is still arriving and ends
+	// the stalled ones, after receiveTimeout (grpc_receive_timeout);
+	// stopReap stops its reaper.
+	receiving      *admission.Receiving
+	receiveTimeout time.Duration
+	stopReap       chan struct{}
+	// auth is the server's authenticator (auth:), run by admitStream
+	// before a call's message is read; nil without one.
+	auth extensionauth.Server
+	srv  *grpc.Server
+}
+
+func (g *grpcServer) start(ctx context.Context, host component.Host, set receiver.Settings, servers *sync.WaitGroup) error {
+	sc := *g.cfg
+	if g.cfg.Auth.HasValue() {
 		// The server's authenticator runs in admitStream, on the call's
 		// headers, before gRPC reads a byte of its message: configgrpc's
 		// runs as an interceptor, once the whole message has arrived, so
 		// a client without credentials could hold receiving slots (and
 		// was counted nowhere).
-		auth, err := cfg.Auth.Get().GetServerAuthenticator(ctx, host.GetExtensions())
+		auth, err := g.cfg.Auth.Get().GetServerAuthenticator(ctx, host.GetExtensions())
 		if err != nil {
 			return err
 		}
-		r.grpcAuth = auth
+		g.auth = auth
 		sc.Auth = configoptional.None[configauth.Config]()
 	}
-	srv, err := sc.ToServer(ctx, host.GetExtensions(), r.settings.TelemetrySettings,
+	srv, err := sc.ToServer(ctx, host.GetExtensions(), set.TelemetrySettings,
 		configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(rawCodec{delegate: encoding.GetCodecV2("proto")})),
-		configgrpc.WithGrpcServerOption(grpc.InTapHandle(r.admitStream)),
+		configgrpc.WithGrpcServerOption(grpc.InTapHandle(g.admitStream)),
 		// gRPC's default is 16 MiB of metadata per call, held while the
 		// call lasts; the HTTP server's is 1 MiB (net/http).
 		configgrpc.WithGrpcServerOption(grpc.MaxHeaderListSize(maxGRPCHeaderBytes)),
 		configgrpc.WithGrpcServerOption(grpc.ConnectionTimeout(grpcHandshakeTimeout)),
-		configgrpc.WithGrpcServerOption(grpc.StatsHandler(refusalCounter{r})))
+		configgrpc.WithGrpcServerOption(grpc.StatsHandler(refusalCounter{g})))
 	if err != nil {
 		return err
 	}
-	srv.RegisterService(&traceServiceDesc, &traceService{r: r})
-	ln, err := cfg.NetAddr.Listen(ctx)
+	srv.RegisterService(&traceServiceDesc, g)
+	ln, err := g.cfg.NetAddr.Listen(ctx)
 	if err != nil {
 		return err
 	}
-	r.serverGRPC = srv
-	r.serve(host, "gRPC", ln, srv.Serve, grpc.ErrServerStopped)
-	if r.cfg.GRPCReceiveTimeout > 0 {
-		r.stopReap = make(chan struct{})
-		r.servers.Add(1)
-		go r.reapLoop(r.stopReap)
+	g.srv = srv
+	serve(servers, set.Logger, host, "gRPC", ln, srv.Serve, grpc.ErrServerStopped)
+	if g.receiveTimeout > 0 {
+		g.stopReap = make(chan struct{})
+		servers.Add(1)
+		go g.reapLoop(servers, g.stopReap)
 	}
 	return nil
+}
+
+// shutdown ends the calls still receiving their message (their clients
+// retry: a stalled one would hold the graceful stop), stops the server
+// gracefully (calls in progress finish), or at once when ctx ends first,
+// and stops the reaper.
+func (g *grpcServer) shutdown(ctx context.Context) {
+	if g.srv != nil {
+		g.receiving.Close()
+		stopped := make(chan struct{})
+		go func() {
+			g.srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			g.srv.Stop()
+			<-stopped
+		}
+	}
+	if g.stopReap != nil {
+		close(g.stopReap)
+		g.stopReap = nil
+	}
 }
 
 // receivingSlots is how many gRPC calls may receive their message at once,
@@ -108,8 +153,8 @@ func receivingSlots(cfg *Config) int {
 
 // reapLoop ends, every second, the gRPC calls whose message has not arrived
 // within grpc_receive_timeout.
-func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
-	defer r.servers.Done()
+func (g *grpcServer) reapLoop(servers *sync.WaitGroup, stop <-chan struct{}) {
+	defer servers.Done()
 	t := time.NewTicker(reapEvery)
 	defer t.Stop()
 	for {
@@ -117,10 +162,10 @@ func (r *gatewayReceiver) reapLoop(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			if n := r.receiving.Reap(); n > 0 {
+			if n := g.receiving.Reap(); n > 0 {
 				// Counted stalled where their read fails (exportHandler).
-				r.settings.Logger.Warn("Ended gRPC calls whose message did not arrive within grpc_receive_timeout (DEADLINE_EXCEEDED)",
-					zap.Int("calls", n), zap.Duration("grpc_receive_timeout", r.cfg.GRPCReceiveTimeout))
+				g.logger.Warn("Ended gRPC calls whose message did not arrive within grpc_receive_timeout (DEADLINE_EXCEEDED)",
+					zap.Int("calls", n), zap.Duration("grpc_receive_timeout", g.receiveTimeout))
 			}
 		}
 	}
@@ -165,7 +210,7 @@ var reapEvery = time.Second
 // Export answers ResourceExhausted itself only for a message too costly to
 // decode into pdata (chargeDecode), too_large as well, and leaves its count
 // here; it never answers Internal.
-type refusalCounter struct{ r *gatewayReceiver }
+type refusalCounter struct{ g *grpcServer }
 
 func (refusalCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 func (refusalCounter) HandleConn(context.Context, stats.ConnStats)                     {}
@@ -183,9 +228,9 @@ func (c refusalCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 	switch status.Code(end.Error) {
 	case codes.ResourceExhausted:
-		c.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcTooLarge))
+		c.g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcTooLarge))
 	case codes.Internal:
-		c.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+		c.g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
 	}
 }
 
@@ -201,8 +246,8 @@ var traceServiceDesc = grpc.ServiceDesc{
 // rawRequest is an ExportTraceServiceRequest kept as bytes, in a pooled
 // scratch owned by the call until exportHandler returns.
 type rawRequest struct {
-	r *gatewayReceiver
-	s *exportScratch
+	in *ingest
+	s  *exportScratch
 }
 
 // exportResponse is the empty ExportTraceServiceResponse (zero bytes).
@@ -227,9 +272,9 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return c.delegate.Unmarshal(data, v)
 	}
 	n := data.Len()
-	body := req.r.getBody()
+	body := req.in.getBody()
 	if cap(body) < n {
-		req.r.putBody(body)
+		req.in.putBody(body)
 		body = make([]byte, n)
 	}
 	req.s.body = body[:n]
@@ -237,17 +282,15 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-type traceService struct{ r *gatewayReceiver }
-
 // exportHandler decodes the call into a rawRequest and runs Export through
 // the server's interceptors (auth among them), so nothing is counted before
 // they let the call through.
 func exportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) { //nolint:revive // gRPC's handler signature
-	svc := srv.(*traceService)
-	s := svc.r.getScratch()
-	defer svc.r.putScratch(s)
-	in := &rawRequest{r: svc.r, s: s}
-	err := dec(in)
+	g := srv.(*grpcServer)
+	s := g.ingest.getScratch()
+	defer g.ingest.putScratch(s)
+	raw := &rawRequest{in: g.ingest, s: s}
+	err := dec(raw)
 	// The message has arrived (or never will): its receiving slot is free.
 	// A read the receiver ended is answered by gRPC (admission.Receiving),
 	// and counted here, once: a call ended while its whole message waited
@@ -256,16 +299,16 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	call.Leave()
 	if err != nil {
 		if call.Stalled() {
-			svc.r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
 		}
 		return nil, err
 	}
 	if interceptor == nil {
-		return svc.export(ctx, in)
+		return g.export(ctx, raw)
 	}
 	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}
-	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		return svc.export(ctx, req.(*rawRequest))
+	return interceptor(ctx, raw, info, func(ctx context.Context, req any) (any, error) {
+		return g.export(ctx, req.(*rawRequest))
 	})
 }
 
@@ -282,19 +325,19 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 // gRPC runs it holding the connection's lock: an authenticator that blocks
 // (fetching keys from an identity provider) delays that connection's other
 // calls until it returns.
-func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if r.admit.QueueFull() {
-		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+func (g *grpcServer) admitStream(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if g.ingest.admit.QueueFull() {
+		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 		return ctx, busyStatus("every place of the admission queue (limits.admission_queue_size) is taken, or the calls waiting " +
 			"in it hold limits.max_request_bytes_in_flight; retry later")
 	}
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // refused by gRPC before anything is read
 	}
-	if r.grpcAuth != nil {
-		authed, err := r.grpcAuth.Authenticate(ctx, info.Header)
+	if g.auth != nil {
+		authed, err := g.auth.Authenticate(ctx, info.Header)
 		if err != nil {
-			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcUnauthed))
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcUnauthed))
 			if s, ok := status.FromError(err); ok {
 				return ctx, s.Err()
 			}
@@ -303,62 +346,62 @@ func (r *gatewayReceiver) admitStream(ctx context.Context, info *tap.Info) (cont
 		ctx = authed
 	}
 	// A call this one sheds is counted where its read fails (exportHandler).
-	call, _, err := r.receiving.Enter(ctx)
+	call, _, err := g.receiving.Enter(ctx)
 	if err != nil {
-		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 		switch {
 		case errors.Is(err, admission.ErrBusy):
-			err = errors.New("every one of the " + strconv.Itoa(r.receiving.Slots()) +
+			err = errors.New("every one of the " + strconv.Itoa(g.receiving.Slots()) +
 				" receiving slots is taken by a call whose message is still arriving; retry later")
 		case errors.Is(err, admission.ErrConnBusy):
-			err = errors.New("this connection holds " + strconv.Itoa(r.receiving.Share()) + " of the " +
-				strconv.Itoa(r.receiving.Slots()) + " receiving slots, the most one connection may, with calls whose message is still arriving; retry later")
+			err = errors.New("this connection holds " + strconv.Itoa(g.receiving.Share()) + " of the " +
+				strconv.Itoa(g.receiving.Slots()) + " receiving slots, the most one connection may, with calls whose message is still arriving; retry later")
 		}
 		return ctx, status.Error(codes.Unavailable, err.Error())
 	}
 	return call, nil
 }
 
-func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportResponse, error) {
-	r, s := svc.r, in.s
+func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportResponse, error) {
+	in, s := g.ingest, raw.s
 	weight := int64(weightDirectProto)
-	if r.nextTraces != nil {
+	if in.nextTraces != nil {
 		weight = weightPdataProto
 	}
 	// The message has arrived (gRPC reads it before a handler can see its
 	// size): the call waits in turn holding it, which the queue bounds.
 	need := int64(len(s.body)) * weight
-	charge, err := r.admit.Admit(ctx, admission.Request{Need: need, Holding: int64(len(s.body)), Client: clientOf(ctx)})
+	charge, err := in.admit.Admit(ctx, admission.Request{Need: need, Holding: int64(len(s.body)), Client: clientOf(ctx)})
 	if err == nil {
 		s.charge = charge
 		err = charge.Add(need)
 	}
 	if err != nil {
-		r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 		return nil, busyStatus(err.Error())
 	}
-	if r.nextTraces == nil {
-		if err := r.countProto(ctx, s, s.body); errors.Is(err, admission.ErrBusy) {
-			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+	if in.nextTraces == nil {
+		if err := in.proto(ctx, s, s.body); errors.Is(err, admission.ErrBusy) {
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 			return nil, busyStatus(err.Error())
 		} else if err != nil {
-			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
 		}
 	} else {
-		switch tooLarge, busy := r.chargeDecode(s, gateway.OTLPProtoCost(s.body), weight, "protobuf"); {
+		switch tooLarge, busy := in.chargeDecode(s, gateway.OTLPProtoCost(s.body), weight, "protobuf"); {
 		case tooLarge != "":
 			return nil, status.Error(codes.ResourceExhausted, tooLarge) // counted too_large by refusalCounter
 		case busy != nil:
-			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
 			return nil, busyStatus(busy.Error())
 		}
 		req := ptraceotlp.NewExportRequest()
 		if err := req.UnmarshalProto(s.body); err != nil {
-			r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
+			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcMalformed))
 			return nil, status.Error(codes.InvalidArgument, "malformed OTLP protobuf message: "+err.Error())
 		}
-		if err := r.ingest(ctx, req.Traces()); err != nil {
+		if err := in.traces(ctx, req.Traces()); err != nil {
 			code := codes.Unavailable
 			if consumererror.IsPermanent(err) {
 				code = codes.InvalidArgument
@@ -366,7 +409,7 @@ func (svc *traceService) export(ctx context.Context, in *rawRequest) (*exportRes
 			return nil, status.Error(code, "traces pipeline refused the spans: "+err.Error())
 		}
 	}
-	r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
+	g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
 	return &exportResponse{}, nil
 }
 

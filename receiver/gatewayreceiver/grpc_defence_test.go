@@ -188,7 +188,7 @@ func TestGRPCRapidResetDoesNotRefuseOthers(t *testing.T) {
 func TestGRPCConnectionHoldsItsShare(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 0 })
-	slots, share := h.r.receiving.Slots(), h.r.receiving.Share()
+	slots, share := h.r.grpc.receiving.Slots(), h.r.grpc.receiving.Share()
 	if share != 16 || slots != 32 {
 		t.Fatalf("%d receiving slots, %d per connection; want 32, 16", slots, share)
 	}
@@ -202,7 +202,7 @@ func TestGRPCConnectionHoldsItsShare(t *testing.T) {
 			t.Errorf("call %d past the connection's share: %+v, want Unavailable naming the share", id, e)
 		}
 	}
-	if n := h.r.receiving.Len(); n != share {
+	if n := h.r.grpc.receiving.Len(); n != share {
 		t.Fatalf("%d calls receiving, want the connection's %d", n, share)
 	}
 	conn := dialGRPC(t, h.grpcAddr)
@@ -223,7 +223,7 @@ func TestGRPCConnectionHoldsItsShare(t *testing.T) {
 			t.Errorf("call %d ended; only the connection's oldest had to", id)
 		}
 	}
-	if n := h.r.receiving.Len(); n != share {
+	if n := h.r.grpc.receiving.Len(); n != share {
 		t.Errorf("%d calls receiving, want %d", n, share)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {

@@ -210,7 +210,7 @@ func (c *stallingClient) open(id uint32) bool {
 func TestStalledGRPCCallsAreBounded(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, func(c *Config) { c.GRPCReceiveTimeout = 0 })
-	slots, share := h.r.receiving.Slots(), h.r.receiving.Share()
+	slots, share := h.r.grpc.receiving.Slots(), h.r.grpc.receiving.Share()
 	if slots != minReceivingSlots || share != minReceivingSlots/connShareDiv {
 		t.Fatalf("receiving slots at the default bounds = %d, %d per connection, want %d, %d", slots, share, minReceivingSlots, minReceivingSlots/connShareDiv)
 	}
@@ -223,9 +223,9 @@ func TestStalledGRPCCallsAreBounded(t *testing.T) {
 		for range share {
 			cs, ids = append(cs, c), append(ids, c.stall(1<<20, 32<<10))
 		}
-		for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != len(ids); time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); h.r.grpc.receiving.Len() != len(ids); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d calls receiving, want %d", h.r.receiving.Len(), len(ids))
+				t.Fatalf("%d calls receiving, want %d", h.r.grpc.receiving.Len(), len(ids))
 			}
 		}
 	}
@@ -236,7 +236,7 @@ func TestStalledGRPCCallsAreBounded(t *testing.T) {
 			t.Errorf("call past the slots: %+v, want Unavailable naming the receiving slots", e)
 		}
 	}
-	if n := h.r.receiving.Len(); n != slots {
+	if n := h.r.grpc.receiving.Len(); n != slots {
 		t.Fatalf("%d calls receiving, want %d", n, slots)
 	}
 	// A good export: refused too while the stalled calls are young, then,
@@ -287,7 +287,7 @@ func TestStalledGRPCCallsAreEnded(t *testing.T) {
 			t.Errorf("stalled call %d: %+v, want DeadlineExceeded", id, e)
 		}
 	}
-	if n := h.r.receiving.Len(); n != 0 {
+	if n := h.r.grpc.receiving.Len(); n != 0 {
 		t.Errorf("%d calls still receiving after the timeout", n)
 	}
 	conn := dialGRPC(t, h.grpcAddr)
@@ -320,9 +320,9 @@ func TestShutdownEndsStalledGRPCCalls(t *testing.T) {
 	}
 	c := dialStalling(t, h.grpcAddr)
 	late := c.stall(1<<20, 1024)
-	for deadline := time.Now().Add(5 * time.Second); h.r.receiving.Len() != 1; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); h.r.grpc.receiving.Len() != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls receiving, want the stalled one", h.r.receiving.Len())
+			t.Fatalf("%d calls receiving, want the stalled one", h.r.grpc.receiving.Len())
 		}
 	}
 	done := make(chan error, 1)
@@ -392,7 +392,7 @@ func TestGRPCAuthBeforeTheMessage(t *testing.T) {
 	h := startOn(t, testutil.ExtHost{authID: auth}, sink, func(c *Config) {
 		c.Protocols.GRPC.Get().Auth = configoptional.Some(configauth.Config{AuthenticatorID: authID})
 	})
-	slots := h.r.receiving.Slots()
+	slots := h.r.grpc.receiving.Slots()
 	for _, authorization := range []string{"", "Bearer wrong"} {
 		c := dialStalling(t, h.grpcAddr)
 		c.authorization = authorization
@@ -405,7 +405,7 @@ func TestGRPCAuthBeforeTheMessage(t *testing.T) {
 				t.Errorf("stalled call %d with authorization %q: %+v, want Unauthenticated naming the token", id, authorization, e)
 			}
 		}
-		if n := h.r.receiving.Len(); n != 0 {
+		if n := h.r.grpc.receiving.Len(); n != 0 {
 			t.Errorf("%d calls without credentials receiving, want none", n)
 		}
 	}

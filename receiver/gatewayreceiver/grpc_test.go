@@ -78,7 +78,7 @@ func TestGRPCTracesPassThrough(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	traces := new(consumertest.TracesSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = traces
+	h.r.useTraces(traces)
 	td := kongExport("PUT", "/g", 201)
 	want := td.SpanCount()
 	client := ptraceotlp.NewGRPCClient(dialGRPC(t, h.grpcAddr))
@@ -92,4 +92,27 @@ func TestGRPCTracesPassThrough(t *testing.T) {
 		t.Fatalf("passed %d spans, want %d unchanged", traces.SpanCount(), want)
 	}
 	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong PUT /g 201": 1})
+}
+
+func TestGRPCExportIsCounted(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, nil)
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	for range 2 {
+		if _, err := client.Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(kongExport("DELETE", "/items", 204))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong DELETE /items 204": 2})
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("transport", "grpc")); n != 2 {
+		t.Errorf("grpc requests = %d, want 2", n)
+	}
 }

@@ -62,7 +62,7 @@ func newHealthHarnessOn(t testing.TB, host component.Host, mutate func(*HealthCo
 		t.Fatal(err)
 	}
 	h, err := health.NewManual(context.Background(), host, health.Settings{
-		Config: cfg.Health.Get(), Naming: profileByName(string(cfg.healthProfile())).health, Next: hh.sink,
+		Config: cfg.Health.Get(), Naming: health.NamingOf(cfg.healthProfile()), Next: hh.sink,
 		Telemetry: r.telemetry, TelemetrySettings: set.TelemetrySettings, Logger: set.Logger,
 	})
 	if err != nil {

@@ -113,8 +113,8 @@ func TestAdmissionRefusesBeyondBytesInFlight(t *testing.T) {
 	if got := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_events", attribute.String("outcome", "counted")); got != 3 {
 		t.Errorf("events counted = %d, want 3 (the accepted export, log and gRPC call only)", got)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged after every request ended", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged after every request ended", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -149,8 +149,8 @@ func TestStalledUploadIsTimedOut(t *testing.T) {
 			t.Fatalf("connection %d still open %v after the read timeout", i, time.Since(start))
 		}
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -197,7 +197,7 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 	if code, msg := post(t, h.httpAddr, jsonContentType, jsonBody(t, kongExport("GET", "/ok", 200))); code != http.StatusOK {
 		t.Fatalf("a Kong export: %d %s", code, msg)
 	}
-	if n := h.r.admit.InFlight(); n != 0 {
+	if n := h.r.ingest.admit.InFlight(); n != 0 {
 		t.Errorf("%d bytes still charged", n)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
@@ -219,7 +219,7 @@ func TestOTLPJSONFloodIsCharged(t *testing.T) {
 func TestProtobufFloodIsChargedInATracesPipeline(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = new(consumertest.TracesSink)
+	h.r.useTraces(new(consumertest.TracesSink))
 	spans := func(n int) []byte {
 		// ExportTraceServiceRequest{resource_spans: [{scope_spans: [{spans: [{} × n]}]}]}
 		scope := bytes.Repeat([]byte{0x12, 0x00}, n) // ScopeSpans: spans (2), each empty
@@ -244,7 +244,7 @@ func TestProtobufFloodIsChargedInATracesPipeline(t *testing.T) {
 	if err := conn.Invoke(context.Background(), exportMethod, &good, &resp, grpc.ForceCodecV2(bytesCodec{})); err != nil {
 		t.Fatalf("gRPC: a Kong export: %v", err)
 	}
-	if n := h.r.admit.InFlight(); n != 0 {
+	if n := h.r.ingest.admit.InFlight(); n != 0 {
 		t.Errorf("%d bytes still charged", n)
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
@@ -300,8 +300,8 @@ func TestLoneLargeRequestIsAdmitted(t *testing.T) {
 	if code, msg := post(t, h.httpAddr, jsonContentType, body); code != http.StatusOK {
 		t.Fatalf("lone %d-byte JSON export: %d %s", len(body), code, msg)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 }
 
@@ -417,8 +417,8 @@ func TestProtobufDecodingIsChargedAsItGrows(t *testing.T) {
 	if code, msg := post(t, h.httpAddr, pbContentType, body); code != http.StatusOK {
 		t.Fatalf("alone: %d %s", code, msg)
 	}
-	if h.r.admit.InFlight() != 0 {
-		t.Errorf("%d bytes still charged", h.r.admit.InFlight())
+	if h.r.ingest.admit.InFlight() != 0 {
+		t.Errorf("%d bytes still charged", h.r.ingest.admit.InFlight())
 	}
 	if err := h.r.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -49,21 +49,21 @@ type logAnswer struct {
 // entry was accepted, with the rejected ones listed: Kong's and APISIX's
 // batch queues resend a whole batch on any non-2xx answer, which would count
 // the accepted entries again. Only a batch with nothing usable gets 400.
-func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f *logFormat) {
+func (h *httpServer) handleLog(w http.ResponseWriter, req *http.Request, f *logFormat) {
 	ctx := req.Context()
-	if _, ok := r.readEncoding(w, req, f.spec.MediaTypes); !ok {
+	if _, ok := h.readEncoding(w, req, f.spec.MediaTypes); !ok {
 		return
 	}
-	s, ok := r.readBody(w, req, jsonContentType, weightLogJSON)
+	s, ok := h.readBody(w, req, jsonContentType, weightLogJSON)
 	if !ok {
 		return
 	}
-	defer r.putScratch(s)
+	defer h.ingest.putScratch(s)
 	body := s.body
 	s.aggregating(ctx)
 	entries, entryErrs, err := f.spec.Decode(body, s.collect)
 	if err != nil {
-		r.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())
+		h.reject(ctx, w, jsonContentType, http.StatusBadRequest, httpMalformed, "malformed "+f.spec.Format+" body: "+err.Error())
 		return
 	}
 	// Decode lists the first entry errors only: every entry it did not
@@ -75,10 +75,10 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	if more := ans.Rejected - len(ans.Errors); more > 0 {
 		ans.Errors = append(ans.Errors, "… "+strconv.Itoa(more)+" more")
 	}
-	r.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Accepted), metric.WithAttributeSet(f.accepted))
-	r.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Rejected), metric.WithAttributeSet(f.rejected))
-	if r.next != nil {
-		r.addEvents(ctx, s.events)
+	h.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Accepted), metric.WithAttributeSet(f.accepted))
+	h.telemetry.ReceiverGatewayLogEntries.Add(ctx, int64(ans.Rejected), metric.WithAttributeSet(f.rejected))
+	if h.ingest.metrics {
+		h.ingest.events(ctx, s.events)
 	}
 	code, outcome := http.StatusOK, httpAccepted
 	switch {
@@ -87,7 +87,7 @@ func (r *gatewayReceiver) handleLog(w http.ResponseWriter, req *http.Request, f 
 	case ans.Rejected > 0:
 		outcome = httpPartial
 	}
-	r.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(outcome))
+	h.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(outcome))
 	writeLogAnswer(w, code, &ans)
 }
 

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 func postPath(t *testing.T, addr, path, contentType, body string) (int, string) {
@@ -109,7 +109,7 @@ func TestMaxSeriesOverflow(t *testing.T) {
 	h := start(t, sink, func(c *Config) { c.Limits.MaxTuples = 2 })
 	ctx := context.Background()
 	for _, route := range []string{"/a", "/b", "/c", "/d", "/a"} {
-		if err := h.r.ingest(ctx, kongExport("GET", route, 200)); err != nil {
+		if err := h.r.ingest.traces(ctx, kongExport("GET", route, 200)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +144,7 @@ func TestMaxSeriesOverflow(t *testing.T) {
 			"without route, method or status, until held tuples go 5m0s (tuple_expiry) without a request; raise limits.max_tuples to keep them apart" {
 		t.Fatalf("fold log lines %v, want the first fold's and the one at shutdown", logs)
 	}
-	if f := logs[0].ContextMap(); f["limits.max_tuples"] != int64(2) || f["events_folded"] != int64(1) || f["cost"] != tupleCost[profileOTel] {
+	if f := logs[0].ContextMap(); f["limits.max_tuples"] != int64(2) || f["events_folded"] != int64(1) || f["cost"] != tupleCost[traffic.ProfileOTel] {
 		t.Errorf("first fold log fields %v", f)
 	}
 	if f := logs[1].ContextMap(); f["events_folded_since_last_log"] != int64(1) || f["events_folded_total"] != int64(2) {
@@ -158,10 +158,10 @@ func TestMaxSeriesOverflow(t *testing.T) {
 // "service".
 func TestKongProfileSkipsRoutelessRequests(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.Profile = profileKong })
+	h := start(t, sink, func(c *Config) { c.Profile = traffic.ProfileKong })
 	ctx := context.Background()
-	_ = h.r.ingest(ctx, kongExport("GET", "", 200))
-	_ = h.r.ingest(ctx, kongExport("GET", "/r", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "/r", 200))
 	if err := h.r.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestTracesPassThrough(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	traces := new(consumertest.TracesSink)
 	h := start(t, sink, nil)
-	h.r.nextTraces = traces
+	h.r.useTraces(traces)
 	td := kongExport("GET", "/p", 200)
 	want := td.SpanCount()
 	if code, body := post(t, h.httpAddr, pbContentType, protoBody(t, td)); code != http.StatusOK {
@@ -200,25 +200,6 @@ func TestTracesPassThrough(t *testing.T) {
 		t.Fatalf("passed %d spans, want %d unchanged", traces.SpanCount(), want)
 	}
 	assertCounts(t, countsOf(t, sink.AllMetrics()), map[string]int64{"kong GET /p 200": 1})
-}
-
-// TestAggregateDoesNotAllocate: a seen tuple costs no allocation, for every
-// profile (hash once, one bundle lookup, in-place updates).
-func TestAggregateDoesNotAllocate(t *testing.T) {
-	for _, name := range []string{profileOTel, profileKong, profileAPISIX} {
-		a := newAggregator(profileByName(name), dimensions{service: true, consumer: true}, limits{maxSeries: 100})
-		var e gateway.Event
-		e.Reset()
-		e.Route, e.RouteID, e.Method, e.StatusCode, e.TotalMS, e.UpstreamMS, e.RequestSize, e.ResponseSize = "/a", "1", "GET", 200, 12, 10, 100, 200
-		e.GenAI.Provider, e.GenAI.RequestModel, e.GenAI.InputTokens = "openai", "gpt-4o", 5
-		a.mu.Lock()
-		a.addLocked(&e)
-		allocs := testing.AllocsPerRun(1000, func() { a.addLocked(&e) })
-		a.mu.Unlock()
-		if allocs != 0 {
-			t.Errorf("%s: %.1f allocations per event, want 0", name, allocs)
-		}
-	}
 }
 
 // The log paths the README documents (the gateways' homes declare them).

@@ -27,14 +27,14 @@ func TestCollectorIdentityOnEveryPoint(t *testing.T) {
 		c.Health = configoptional.Some(defaultHealthConfig())
 	})
 	ctx := context.Background()
-	_ = h.r.ingest(ctx, kongExport("GET", "/a", 200))
-	_ = h.r.ingest(ctx, kongExport("GET", "/b", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "/a", 200))
+	_ = h.r.ingest.traces(ctx, kongExport("GET", "/b", 200))
 	if code, body := postHealth(t, "http://"+h.httpAddr+health.DefaultPushPath, jsonContentType,
 		`{"gateway":"kong-7","kind":"kong","upstream":"u","target":"t:80","address":"10.0.0.1:80","state":"healthy"}`); code != 200 {
 		t.Fatalf("push: %d %s", code, body)
 	}
 	waitFor(t, func() bool { return len(sink.AllMetrics()) > 0 })
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	points, resources, overflow := 0, 0, 0
 	for _, md := range sink.AllMetrics() {
 		for i := 0; i < md.ResourceMetrics().Len(); i++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/otelgateway/otelgateway/internal/foldlog"
 	"github.com/otelgateway/otelgateway/internal/rename"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 // Every bound the receiver keeps on what it holds is in the `limits`
@@ -162,12 +163,12 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 	return nil
 }
 
-// limits are the aggregator's bounds; tuple_expiry counts in whole flush
-// windows (at least one).
-func (c *Config) limits() limits {
-	l := limits{maxSeries: c.Limits.MaxTuples, maxGateways: c.Limits.MaxGateways, maxLabelBytes: c.Limits.MaxLabelValueLength}
+// limits are traffic's bounds; tuple_expiry counts in whole flush windows
+// (at least one).
+func (c *Config) limits() traffic.Limits {
+	l := traffic.Limits{MaxTuples: c.Limits.MaxTuples, MaxGateways: c.Limits.MaxGateways, MaxLabelBytes: c.Limits.MaxLabelValueLength}
 	if c.TupleExpiry > 0 && c.FlushInterval > 0 {
-		l.expiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
+		l.ExpiryWindows = max(int64((c.TupleExpiry+c.FlushInterval-1)/c.FlushInterval), 1)
 	}
 	return l
 }
@@ -179,9 +180,9 @@ func (c *Config) limits() limits {
 // TestSeedScale, otel profile, about 11 KiB at 60,000 and 13 KiB at
 // 100,000 tuples; the other profiles make at most as many series a tuple).
 var tupleCost = map[string]string{
-	profileOTel:   "about 1.2 KiB per tuple in the receiver (2.4 KiB with GenAI labels), 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
-	profileKong:   "about 1-1.3 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
-	profileAPISIX: "about 0.5-0.6 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	traffic.ProfileOTel:   "about 1.2 KiB per tuple in the receiver (2.4 KiB with GenAI labels), 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	traffic.ProfileKong:   "about 1-1.3 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
+	traffic.ProfileAPISIX: "about 0.5-0.6 KiB per tuple in the receiver, at most 11-13 KiB of the collector's RSS per tuple with the processor and exporter",
 }
 
 // folds are the log lines of the receiver's bounds (internal/foldlog).
@@ -234,8 +235,7 @@ func (c *Config) StreamsBound() int {
 	if c.Limits.MaxTuples <= 0 {
 		return 0
 	}
-	p := profileByName(c.Profile).withoutMetrics(c.disabledMetrics())
-	return (c.Limits.MaxTuples + c.Limits.MaxGateways + 1) * len(p.families)
+	return (c.Limits.MaxTuples + c.Limits.MaxGateways + 1) * traffic.Families(c.Profile, c.disabledMetrics())
 }
 
 // PushedHealthSeriesBound is the most health series the pushed targets make

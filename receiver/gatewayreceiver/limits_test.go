@@ -6,6 +6,7 @@ import (
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 // seedTargets is the seeds' gateway's upstream targets (10k upstreams, 20k
@@ -28,10 +29,9 @@ func TestDefaultBoundsAgree(t *testing.T) {
 	ec := promstreamexporter.NewFactory().CreateDefaultConfig().(*promstreamexporter.Config)
 
 	families, metrics := 0, 0
-	for _, name := range profileNames() {
-		p := profileByName(name)
-		families = max(families, len(p.families))
-		metrics += len(p.metricNames())
+	for _, name := range traffic.ProfileNames() {
+		families = max(families, traffic.Families(name, nil))
+		metrics += len(traffic.MetricNames(name))
 	}
 	tuples := rc.Limits.MaxTuples + rc.Limits.MaxGateways + 1
 	streams := tuples * families
@@ -53,5 +53,14 @@ func TestDefaultBoundsAgree(t *testing.T) {
 		pc.Limits.MaxStreams, metrics, health, rc.Limits.MaxPushedTargets, seedTargets, states, rc.Limits.MaxGateways+1, series, ec.Limits.MaxSeries)
 	if ec.Limits.MaxSeries < int64(series) {
 		t.Errorf("the exporter's default limits.max_series (%d) refuses what the processor and the health part emit by default (%d series)", ec.Limits.MaxSeries, series)
+	}
+}
+
+// traffic's memory tests (TestSeedGatewayMemory) measure at the receiver's
+// default limits, which they state: the defaults must be those.
+func TestDefaultLimitsAreTraffics(t *testing.T) {
+	want := traffic.Limits{MaxTuples: 100_000, MaxGateways: 1000, ExpiryWindows: 60, MaxLabelBytes: 256}
+	if got := createDefaultConfig().limits(); got != want {
+		t.Fatalf("default limits %+v, traffic's tests measure at %+v (internal/traffic/main_test.go defaultLimits)", got, want)
 	}
 }

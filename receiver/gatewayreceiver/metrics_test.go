@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -55,7 +56,7 @@ func TestMetricsAndExemplarsOff(t *testing.T) {
 		}, want: []string{"gateway.requests", "http.server.request.duration"}},
 		{name: "kong", mutate: func(c *Config) {
 			off, on := false, true
-			c.Profile = profileKong
+			c.Profile = traffic.ProfileKong
 			c.Metrics = map[string]MetricConfig{"kong_kong_latency_ms": {Enabled: &off}, "kong_http_requests_total": {Enabled: &on}}
 		}, want: []string{"kong_bandwidth_bytes", "kong_http_requests_total", "kong_request_latency_ms", "kong_upstream_latency_ms"},
 			wantExemplars: true},
@@ -73,7 +74,7 @@ func TestMetricsAndExemplarsOff(t *testing.T) {
 			child.SetStartTimestamp(1_700_000_000_005_000_000)
 			child.SetEndTimestamp(1_700_000_000_035_000_000) // 30 ms upstream
 			ctx := context.Background()
-			if err := h.r.ingest(ctx, td); err != nil {
+			if err := h.r.ingest.traces(ctx, td); err != nil {
 				t.Fatal(err)
 			}
 			if err := h.r.Shutdown(ctx); err != nil {
@@ -87,21 +88,5 @@ func TestMetricsAndExemplarsOff(t *testing.T) {
 				t.Errorf("%d exemplars, want some: %v", exemplars, tc.wantExemplars)
 			}
 		})
-	}
-}
-
-// A checkpoint written with one set of metrics is not restored into
-// another: the families are part of the fingerprint.
-func TestMetricsChangeTheCheckpointFingerprint(t *testing.T) {
-	all := newAggregator(&otelProfile, dimensions{}, limits{})
-	some := newAggregator(otelProfile.withoutMetrics([]string{"gateway.bandwidth"}), dimensions{}, limits{})
-	if checkpointFingerprint(all) == checkpointFingerprint(some) {
-		t.Fatal("same fingerprint with and without gateway.bandwidth")
-	}
-	if n := len(some.prof.families); n != len(otelProfile.families)-2 {
-		t.Fatalf("%d families without gateway.bandwidth, want both directions gone (%d)", n, len(otelProfile.families)-2)
-	}
-	if p := otelProfile.withoutMetrics(nil); p != &otelProfile {
-		t.Fatal("withoutMetrics(nil) copied the profile")
 	}
 }

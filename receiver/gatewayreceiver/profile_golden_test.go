@@ -10,26 +10,23 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter"
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor"
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
 var update = flag.Bool("update-golden", false, "rewrite testdata/golden/*.prom from the current output")
@@ -84,7 +81,7 @@ func (p *pipeline) post(t *testing.T, path, body string) {
 	rec := httptest.NewRecorder()
 	for _, f := range newLogFormats() {
 		if f.spec.Path == path {
-			p.r.handleLog(rec, req, f)
+			p.r.http.handleLog(rec, req, f)
 		}
 	}
 	if rec.Code != http.StatusOK {
@@ -94,7 +91,7 @@ func (p *pipeline) post(t *testing.T, path, body string) {
 
 func (p *pipeline) scrape(t *testing.T) []byte {
 	t.Helper()
-	p.r.flush(context.Background())
+	p.r.flusher.flush(context.Background())
 	resp, err := http.Get(p.metrics)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +185,7 @@ func checkSpecLines(t *testing.T, exposition []byte, spec []string, values []str
 // promstream exporter; the exposition must hold the lines Kong's Prometheus
 // plugin writes (docs/gateways.md §1c), with the sample's values.
 func TestKongProfileMatchesKongExposition(t *testing.T) {
-	p := newPipeline(t, profileKong)
+	p := newPipeline(t, traffic.ProfileKong)
 	sample, err := os.ReadFile("testdata/kong-3.8-http-log.json")
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +216,7 @@ func TestKongProfileMatchesKongExposition(t *testing.T) {
 // TestAPISIXProfileMatchesAPISIXExposition: APISIX's http-logger sample
 // twice (array and NDJSON) through the apisix profile (§2c).
 func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
-	p := newPipeline(t, profileAPISIX)
+	p := newPipeline(t, traffic.ProfileAPISIX)
 	sample, err := os.ReadFile("testdata/apisix-3.9-http-logger.json")
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +245,7 @@ func TestAPISIXProfileMatchesAPISIXExposition(t *testing.T) {
 // the upstream latency (latencies.proxy, 1532 ms): both fall in the same
 // bucket, so _sum tells them apart (2 × 1530).
 func TestKongProfileAIFromHTTPLog(t *testing.T) {
-	p := newPipeline(t, profileKong)
+	p := newPipeline(t, traffic.ProfileKong)
 	ai, err := os.ReadFile("testdata/kong-3.8-http-log-ai-proxy.json")
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +296,7 @@ func TestKongProfileAIFromHTTPLog(t *testing.T) {
 // request, prompt and completion token counters and distributions; the
 // request's own families carry request_type ai_chat and the models.
 func TestAPISIXProfileLLMFromHTTPLogger(t *testing.T) {
-	p := newPipeline(t, profileAPISIX)
+	p := newPipeline(t, traffic.ProfileAPISIX)
 	ai, err := os.ReadFile("internal/gateway/testdata/apisix-http-logger-ai-proxy.json")
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +323,7 @@ func TestAPISIXProfileLLMFromHTTPLogger(t *testing.T) {
 // le="1" bucket holds it); a client that named no model has
 // request_llm_model="" beside the plugin's llm_model.
 func TestAPISIXProfileLLMGates(t *testing.T) {
-	p := newPipeline(t, profileAPISIX)
+	p := newPipeline(t, traffic.ProfileAPISIX)
 	entry := func(status int, requestModel, stream string, ttft, prompt int) string {
 		return `{"response":{"status":` + strconv.Itoa(status) + `},"route_id":"ai","latency":900,"upstream_latency":800,` +
 			`"upstream":"api.openai.com:443","llm_summary":{"request_model":"` + requestModel + `","model":"gpt-4o",` +
@@ -359,38 +356,17 @@ func TestAPISIXProfileLLMGates(t *testing.T) {
 	}
 }
 
-// With prefer_name the apisix profile labels route and service by name,
-// falling back to the id, as APISIX's prefer_name does.
-func TestAPISIXPreferName(t *testing.T) {
-	e := otelEvent("APISIX", "/pets")
-	e.RouteID, e.RouteName, e.ServiceID = "r1", "pets-route", "s1"
-	for _, c := range []struct {
-		prefer         bool
-		route, service string
-	}{{false, "r1", "s1"}, {true, "pets-route", "s1"}} {
-		k, _ := apisixKey(&e, dimensions{preferName: c.prefer})
-		if k.route != c.route || k.service != c.service {
-			t.Errorf("prefer_name %v: route %q service %q, want %q %q", c.prefer, k.route, k.service, c.route, c.service)
-		}
-	}
-	cfg := createDefaultConfig()
-	cfg.PreferName = true
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `prefer_name applies to the "apisix" profile only`) {
-		t.Errorf("prefer_name on the otel profile: %v", err)
-	}
-}
-
 // With node_label the kong profile keeps the reporting node (the spans'
 // service.instance.id) under the label the dashboards filter on, after
 // Kong's own labels: one node selected shows that node's requests.
 func TestNodeLabelKeepsTheReportingNode(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
-	h := start(t, sink, func(c *Config) { c.Profile, c.NodeLabel = profileKong, "instance" })
+	h := start(t, sink, func(c *Config) { c.Profile, c.NodeLabel = traffic.ProfileKong, "instance" })
 	ctx := context.Background()
 	for _, node := range []string{"kong-a", "kong-b", "kong-b"} {
 		td := kongExport("GET", "/r", 200)
 		td.ResourceSpans().At(0).Resource().Attributes().PutStr("service.instance.id", node)
-		_ = h.r.ingest(ctx, td)
+		_ = h.r.ingest.traces(ctx, td)
 	}
 	if err := h.r.Shutdown(ctx); err != nil {
 		t.Fatal(err)
@@ -410,88 +386,5 @@ func TestNodeLabelKeepsTheReportingNode(t *testing.T) {
 	cfg.NodeLabel = "instance"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "node_label applies to") {
 		t.Errorf("node_label on the otel profile: %v", err)
-	}
-}
-
-// histogram.explicit.buckets sets the otel profile's duration buckets, as
-// spanmetrics users set them; the token histogram keeps its own.
-func TestHistogramBucketsOption(t *testing.T) {
-	runConfigCases(t, []configCase{{file: "histogram_buckets.yaml", check: func(t *testing.T, c *Config) {
-		p := profileByName(c.Profile).withDurationHistograms(c.durationBounds(), c.expoSize())
-		want := []float64{0.002, 0.01, 0.1, 1, 30}
-		for _, f := range p.families {
-			switch {
-			case f.hist && f.scale == 1e-3 && !slices.Equal(f.bounds, want):
-				t.Errorf("%s bounds %v, want %v", f.name, f.bounds, want)
-			case f.name == "gen_ai.client.token.usage" && slices.Equal(f.bounds, want):
-				t.Errorf("the token histogram took the duration buckets")
-			}
-		}
-		if slices.Equal(otelProfile.families[1].bounds, want) {
-			t.Error("the shared otel profile was changed")
-		}
-	}}})
-	c := createDefaultConfig()
-	c.Histogram.Explicit.Buckets = []time.Duration{time.Second, time.Millisecond}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "positive and increasing") {
-		t.Errorf("decreasing buckets: %v", err)
-	}
-}
-
-// TestAPISIXModelLabelIsCapped: model names, client input, are cut to 128
-// bytes as APISIX 3.18 cuts them, at a whole UTF-8 character.
-func TestAPISIXModelLabelIsCapped(t *testing.T) {
-	e := otelEvent("APISIX", "/chat")
-	e.GenAI.RequestModel = strings.Repeat("m", 300)
-	e.GenAI.ClientModel, e.GenAI.ClientModelLogged = strings.Repeat("a", 127)+"é", true // é is 2 bytes: 129 in all
-	k, _ := apisixKey(&e, dimensions{})
-	if k.model != strings.Repeat("m", 128) {
-		t.Errorf("llm_model %d bytes, want the first 128", len(k.model))
-	}
-	if k.clientModel != strings.Repeat("a", 127) {
-		t.Errorf("request_llm_model %q, want the 127 bytes before the cut character", k.clientModel)
-	}
-}
-
-// TestKongPerConsumer: the consumer label is the username only with
-// per_consumer, as Kong's plugin fills it only `if conf.per_consumer` (off
-// by default); per_consumer is refused on the other profiles.
-func TestKongPerConsumer(t *testing.T) {
-	e := otelEvent("kong", "/orders")
-	e.Consumer = "alice"
-	for _, per := range []bool{false, true} {
-		k, ok := kongKey(&e, dimensions{perConsumer: per})
-		want := ""
-		if per {
-			want = "alice"
-		}
-		if !ok || k.consumer != want {
-			t.Errorf("per_consumer %v: consumer %q, want %q", per, k.consumer, want)
-		}
-	}
-	cfg := createDefaultConfig()
-	cfg.Profile, cfg.PerConsumer = profileAPISIX, true
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "per_consumer applies to the \"kong\" profile only") {
-		t.Errorf("per_consumer on apisix: %v", err)
-	}
-	cfg.Profile = profileKong
-	if err := cfg.Validate(); err != nil {
-		t.Errorf("per_consumer on kong: %v", err)
-	}
-}
-
-// TestAPISIXResponseSourceNginx: a span whose apisix.response_source is
-// "nginx" (proxied, no upstream response headers: APISIX 3.17+
-// core/response.lua) keeps that value; the kong and otel profiles name it
-// as the gateway's own answer.
-func TestAPISIXResponseSourceNginx(t *testing.T) {
-	k := tupleKey{status: 502, source: gateway.SourceProxy}
-	m := pcommon.NewMap()
-	apisixStatusLabels(&k, m)
-	if v, _ := m.Get("response_source"); v.Str() != "nginx" {
-		t.Errorf("apisix response_source %q, want nginx", v.Str())
-	}
-	if got := sourceName(gateway.SourceProxy, "service", "kong", "kong"); got != "kong" {
-		t.Errorf("kong source %q, want kong", got)
 	}
 }

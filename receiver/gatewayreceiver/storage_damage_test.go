@@ -25,7 +25,7 @@ func TestUnreadableStorageFile(t *testing.T) {
 	h := startOn(t, host, consumertest.NewNop(), withStorage)
 	id := h.r.settings.ID
 	sendKong(t, h, "/x", 3)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	if err := h.r.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +46,11 @@ func TestUnreadableStorageFile(t *testing.T) {
 	if m := testutil.MovedAside(t, files[0]); len(m) != 1 {
 		t.Errorf("moved aside: %v, want one file", m)
 	}
-	if len(sink.AllMetrics()) != 0 || h.r.windowStart.AsTime().Before(before) {
-		t.Errorf("replayed %d batches, window start %v: want a new window and no replay", len(sink.AllMetrics()), h.r.windowStart)
+	if len(sink.AllMetrics()) != 0 || h.r.flusher.windowStart.AsTime().Before(before) {
+		t.Errorf("replayed %d batches, window start %v: want a new window and no replay", len(sink.AllMetrics()), h.r.flusher.windowStart)
 	}
 	sendKong(t, h, "/x", 2)
-	h.r.flush(ctx)
+	h.r.flusher.flush(ctx)
 	if got, _ := lastRequests(t, sink, "/x"); got != 2 {
 		t.Errorf("after the restart: %d requests, want 2", got)
 	}

@@ -4,11 +4,11 @@
 // Each gateway has one home (kong.go, apisix.go, envoy.go, semconv.go, with
 // their <name>_httplog.go and <name>_health.go decoders) holding its
 // detection, span mapping, access-log decoding, health decoding and admin
-// API poll, listed once in registry.go. The shared machinery reduces OTLP
-// spans from pdata (spans_pdata.go) or protobuf bytes (otlp_proto.go) to
-// records (spanrec.go) and maps each root span through its gateway's home
-// (spans.go). The facts each home relies on are in docs/gateways.md, cited
-// by section.
+// API poll, listed once in registry.go. The shared machinery (SpanCounter,
+// counter.go) reduces OTLP spans from protobuf bytes (otlp_proto.go) or
+// pdata (spans_pdata.go) to records keeping the attributes attrs.go names,
+// and maps each root span through its gateway's home (spans.go). The facts
+// each home relies on are in docs/gateways.md, cited by section.
 //
 // It is the receiver's alone (internal to receiver/gatewayreceiver); the
 // bench modules measure it through the receiver.

@@ -8,53 +8,43 @@ import (
 	"unsafe"
 )
 
-// CountProto is Count over an OTLP ExportTraceServiceRequest in protobuf
-// bytes (opentelemetry-proto collector/trace/v1), read without building
-// pdata: only the fields the mappers use are kept, every other field is
-// checked and skipped. It accepts and refuses exactly the bodies
-// ptraceotlp.ExportRequest.UnmarshalProto does (the same wire-type, id
-// length, truncation and nesting-depth checks, and the same migration of the
-// deprecated instrumentation_library_spans), which the differential fuzz
-// test holds it to.
-//
-// fn is called only when the whole body was read, so a refused body counts
-// nothing. Strings in the *Event borrow body: the caller must not change or
-// reuse body while it uses them.
-func (c *SpanCounter) CountProto(body []byte, fn func(*Event)) (examined, counted int, err error) {
-	c.start()
+// readProto reduces every ResourceSpans of an OTLP protobuf body (see
+// CountProto) and maps each (endResource); it returns how many spans it
+// examined.
+func (c *SpanCounter) readProto(body []byte) (examined int, err error) {
 	pos, rs := 0, 0
 	for pos < len(body) {
 		num, wt, p, err := consumeTag(body, pos)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if num != 1 {
 			if pos, err = consumeUnknown(body, p, wt); err != nil {
-				return 0, 0, err
+				return 0, err
 			}
 			continue
 		}
 		var v []byte
 		if v, pos, err = consumeField(body, p, wt, "resource_spans"); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		n, err := c.decodeResourceSpans(v)
 		if err != nil {
 			if c.refused != nil {
-				return 0, 0, c.refused
+				return 0, c.refused
 			}
-			return 0, 0, at(err, "resource_spans", rs)
+			return 0, at(err, "resource_spans", rs)
 		}
 		examined += n
 		rs++
 	}
-	return examined, c.report(fn), nil
+	return examined, nil
 }
 
 // decodeResourceSpans reduces one ResourceSpans and maps it; it returns the
 // number of spans it held.
 func (c *SpanCounter) decodeResourceSpans(b []byte) (int, error) {
-	c.beginResource()
+	c.res, c.spans, c.attrs = c.res[:0], c.spans[:0], c.attrs[:0]
 	var scopes, legacy int
 	for pos := 0; pos < len(b); {
 		num, wt, p, err := consumeTag(b, pos)
@@ -109,6 +99,38 @@ func dropLegacy(spans []spanRec) []spanRec {
 		}
 	}
 	return kept
+}
+
+// Sizes of what reserveGrowth charges.
+const (
+	sizeofSpanRec = int64(unsafe.Sizeof(spanRec{}))
+	sizeofKeyed   = int64(unsafe.Sizeof(keyed{}))
+	sizeofEvent   = int64(unsafe.Sizeof(Event{})) + 8 // and its lastTry
+)
+
+// reserveGrowth asks Reserve for the buffers grown since its last call.
+func (c *SpanCounter) reserveGrowth() error {
+	if c.Reserve == nil {
+		return nil
+	}
+	var n int64
+	if k := cap(c.spans); k > c.capSpans {
+		n += int64(k) * sizeofSpanRec
+		c.capSpans = k
+	}
+	if k := cap(c.attrs); k > c.capAttrs {
+		n += int64(k) * sizeofKeyed
+		c.capAttrs = k
+	}
+	if k := cap(c.events); k > c.capEvents {
+		n += int64(k) * sizeofEvent
+		c.capEvents = k
+	}
+	if n == 0 {
+		return nil
+	}
+	c.refused = c.Reserve(n)
+	return c.refused
 }
 
 func (c *SpanCounter) decodeResource(b []byte) error {

@@ -1,98 +1,196 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"math"
 	"strconv"
-	"unsafe"
 )
 
-// Attribute names read from spans (docs/gateways.md §1a, §2a, §3b, §5).
-// Gateways still emit the pre-1.23 HTTP semantic-convention names (Kong OSS,
-// Envoy), newer ones the stable names (APISIX ≥ 3.16 sends both), so most
-// fields have a stable and an old name.
+// What a span is reduced to, and how the reduced spans of one ResourceSpans
+// become events.
+//
+// The span mappers do not read pdata or protobuf directly: both inputs are
+// first reduced to spanRecs holding only what the mappers use (ids, kind,
+// name, times, status and the attributes attrs.go names). The OTLP/HTTP
+// protobuf path decodes straight into them (otlp_proto.go), skipping the
+// pdata tree it would otherwise build and throw away; gRPC, JSON and
+// pass-through use the pdata adapter (spans_pdata.go). One mapping
+// (endResource, below) serves both, and the differential fuzz test holds
+// them to the same events.
+
+// valueType mirrors the pcommon value types the mappers tell apart.
+type valueType uint8
+
 const (
-	attrServiceName   = "service.name"
-	attrServiceNS     = "service.namespace"
-	attrServiceInst   = "service.instance.id"
-	attrHostname      = "hostname" // APISIX's resource
-	attrRoute         = "http.route"
-	attrMethod        = "http.request.method"
-	attrMethodOld     = "http.method"
-	attrStatusCode    = "http.response.status_code"
-	attrStatusCodeOld = "http.status_code"
-	attrReqSize       = "http.request.body.size"
-	attrReqSizeOld    = "http.request_content_length"
-	attrRespSize      = "http.response.body.size"
-	attrRespSizeOld   = "http.response_content_length"
-
-	// Kong, APISIX and Envoy attributes are named in their homes (kong.go,
-	// apisix.go, envoy.go).
-
-	attrGenAIProvider  = "gen_ai.provider.name"
-	attrGenAISystem    = "gen_ai.system"
-	attrGenAIReqModel  = "gen_ai.request.model"
-	attrGenAIRespModel = "gen_ai.response.model"
-	attrGenAIInput     = "gen_ai.usage.input_tokens"
-	attrGenAIOutput    = "gen_ai.usage.output_tokens"
+	vEmpty valueType = iota
+	vStr
+	vBool
+	vInt
+	vDouble
+	vBytes // str holds the raw bytes
+	vOther // array or map: never a string, number or method
 )
 
-// SpanCounter turns OTLP traces into one Event per gateway root span,
-// completed from that root's child spans (Kong balancer tries, Envoy's router
-// span). It reads pdata (Count) or OTLP protobuf bytes (CountProto); both
-// reduce each ResourceSpans to spanRecs first and share the mapping below.
-// It keeps scratch state between calls so a steady stream allocates nothing;
-// it is not safe for concurrent use, so give each goroutine its own.
-type SpanCounter struct {
-	// Dimensions are span attributes (RegisterAttribute) whose values the
-	// root span's event carries in Dims, at most MaxSpanDimensions.
-	Dimensions []AttrKey
-	// dimBuf holds the text of non-string dimension values of the call.
-	dimBuf []byte
-
-	// Reserve, when set, is asked for the bytes of every buffer the counter
-	// grows while it reads a protobuf body (span records, attributes,
-	// events: whole new arrays, as the old ones stay garbage until
-	// collected); an error stops the read and CountProto returns it. The
-	// receiver charges them to the request's admission, so the memory a
-	// body of many small spans costs (an event is 536 bytes, a span record
-	// 104, where a span can take 60 bytes of protobuf) is bounded with the
-	// bytes in flight, not just the body.
-	Reserve func(n int64) error
-	// capSpans, capAttrs and capEvents are the capacities already
-	// reserved in this call; refused is Reserve's error, which CountProto
-	// returns as it is (not located in the body: it is not the body's).
-	capSpans, capAttrs, capEvents int
-	refused                       error
-
-	// Detect forces the gateway kind; KindAuto (the zero value) detects it
-	// per scope: scope kong-internal is Kong, opentelemetry-lua (or a
-	// resource service.name APISIX) is APISIX, github.com/traefik/traefik
-	// is Traefik, a root span with Envoy's upstream_cluster or
-	// component=proxy tags is Envoy, anything else the semantic conventions.
-	Detect Kind
-
-	// The ResourceSpans being reduced: its resource's known attributes,
-	// its spans and their known attributes.
-	res   attrs
-	spans []spanRec
-	attrs attrs
-
-	local  map[[8]byte]struct{}
-	roots  map[[8]byte]int
-	events []Event
-	// byID indexes the resource's spans by id, for the walk from an
-	// INTERNAL span up to its root (built only when one is walked).
-	byID map[[8]byte]int32
-	// lastTry is, per event, the try number of the balancer span that
-	// filled Target (Kong's last try answers).
-	lastTry []float64
+// value is one attribute value: str for vStr and vBytes, num the bits of an
+// int (vInt), a double (vDouble) or a bool (vBool).
+type value struct {
+	typ valueType
+	str string
+	num uint64
 }
 
-// beginResource starts reducing one ResourceSpans.
-func (c *SpanCounter) beginResource() {
-	c.res = c.res[:0]
-	c.spans = c.spans[:0]
-	c.attrs = c.attrs[:0]
+// keyed is one attribute a mapper reads: its key and value, laid out flat
+// (32 bytes, where a key beside a value struct would take 40: the decoder
+// writes one for most attributes of every span).
+type keyed struct {
+	str string
+	num uint64
+	typ valueType
+	key attrKey
+}
+
+func keyedOf(k attrKey, v value) keyed { return keyed{str: v.str, num: v.num, typ: v.typ, key: k} }
+
+func (kv *keyed) val() value { return value{typ: kv.typ, str: kv.str, num: kv.num} }
+
+// attrs are the known attributes of one span or resource, in input order:
+// get returns the first of duplicates, as pcommon.Map.Get does.
+type attrs []keyed
+
+func (a attrs) get(k attrKey) (value, bool) {
+	for i := range a {
+		if a[i].key == k {
+			return a[i].val(), true
+		}
+	}
+	return value{}, false
+}
+
+// keySet is a filter of the keys an attrs holds, bit k%64 for key k: a clear
+// bit means get finds nothing. A root's mapping asks for some 15 keys, most
+// absent (Kong's root carries 4 of them), so it tests the filter first.
+type keySet uint64
+
+func (a attrs) keys() keySet {
+	var s keySet
+	for i := range a {
+		s |= 1 << (a[i].key & 63)
+	}
+	return s
+}
+
+func (s keySet) has(k attrKey) bool { return s&(1<<(k&63)) != 0 }
+
+// str is the attribute's value when it is a string, else "".
+func (a attrs) str(k attrKey) string {
+	if v, ok := a.get(k); ok && v.typ == vStr {
+		return v.str
+	}
+	return ""
+}
+
+// either prefers the stable attribute name and falls back to the old one.
+func (a attrs) either(stable, old attrKey) (value, bool) {
+	if v, ok := a.get(stable); ok {
+		return v, true
+	}
+	return a.get(old)
+}
+
+// spanRec is one span reduced to what the mappers read. Its attributes are
+// SpanCounter.attrs[attrLo:attrHi].
+type spanRec struct {
+	trace      [16]byte
+	id, parent [8]byte
+	// kind and status are the OTLP enum values (SPAN_KIND_*, STATUS_CODE_*).
+	kind, status   int32
+	name           string
+	traceState     string // W3C tracestate (the sampling threshold)
+	start, end     uint64
+	scope          Kind // what the span's instrumentation scope says; KindAuto when nothing
+	attrLo, attrHi int32
+	// legacy: from a deprecated instrumentation_library_spans list.
+	legacy bool
+}
+
+// OTLP enum values the mappers compare with (trace/v1 SpanKind, Status).
+const (
+	spanKindInternal = 1
+	spanKindServer   = 2
+	spanKindClient   = 3
+	statusCodeError  = 2
+)
+
+func (s *spanRec) hasParent() bool { return s.parent != [8]byte{} }
+
+// durationMS is the span's duration; Unknown without a start, ending before
+// it starts, or longer than a day (a clock error or a forged span, which
+// would otherwise poison a latency sum for good).
+func (s *spanRec) durationMS() float64 {
+	if s.start == 0 || s.end < s.start || s.end-s.start > maxLatencyMS*1e6 {
+		return Unknown
+	}
+	return float64(s.end-s.start) / 1e6
+}
+
+// asMethod is what pcommon's AsString gives for a method attribute, as far
+// as NormalizeMethod can tell it apart: numbers, bools and structures never
+// name a method, bytes are read as their base64 text, as AsString does.
+func (v value) asMethod() string {
+	switch v.typ {
+	case vStr:
+		return v.str
+	case vBytes:
+		if len(v.str) == 3 { // only 3 bytes encode to a 4-letter method
+			return base64.StdEncoding.EncodeToString([]byte(v.str))
+		}
+		return "-"
+	case vEmpty:
+		return ""
+	}
+	return "-"
+}
+
+// number reads a number sent as int, double (Lua) or string (Envoy); NaN
+// when it is none.
+func (v value) number() float64 {
+	switch v.typ {
+	case vInt:
+		return float64(int64(v.num))
+	case vDouble:
+		return math.Float64frombits(v.num)
+	case vStr:
+		return parseFloat(v.str)
+	}
+	return math.NaN()
+}
+
+// size reads a byte or token count; Unknown unless it is a whole number
+// ≥ 0.
+func (v value) size() int64 {
+	f := v.number()
+	if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
+		return Unknown
+	}
+	return int64(f)
+}
+
+// status accepts the encodings gateways use: int (semconv, Kong), double
+// (numbers from Lua) and string (Envoy tags every value as a string).
+func (v value) status() int64 {
+	switch v.typ {
+	case vInt:
+		return validStatus(int64(v.num))
+	case vDouble:
+		d := math.Float64frombits(v.num)
+		if d != math.Trunc(d) || d < 0 || d > 1000 {
+			return 0
+		}
+		return validStatus(int64(d))
+	case vStr:
+		return parseStatus(v.str)
+	}
+	return 0
 }
 
 // endResource maps the reduced ResourceSpans: it appends to c.events one
@@ -145,49 +243,6 @@ func (c *SpanCounter) endResource() int {
 	return len(c.events) - first
 }
 
-// start begins a call, dropping what a refused one left.
-func (c *SpanCounter) start() {
-	c.dimBuf = c.dimBuf[:0]
-	c.events = c.events[:0]
-	c.lastTry = c.lastTry[:0]
-	// What the counter kept from earlier calls (maxKeptRecords at most) is
-	// not the body's to pay for.
-	c.capSpans, c.capAttrs, c.capEvents = cap(c.spans), cap(c.attrs), cap(c.events)
-	c.refused = nil
-}
-
-// Sizes of what reserveGrowth charges.
-const (
-	sizeofSpanRec = int64(unsafe.Sizeof(spanRec{}))
-	sizeofKeyed   = int64(unsafe.Sizeof(keyed{}))
-	sizeofEvent   = int64(unsafe.Sizeof(Event{})) + 8 // and its lastTry
-)
-
-// reserveGrowth asks Reserve for the buffers grown since its last call.
-func (c *SpanCounter) reserveGrowth() error {
-	if c.Reserve == nil {
-		return nil
-	}
-	var n int64
-	if k := cap(c.spans); k > c.capSpans {
-		n += int64(k) * sizeofSpanRec
-		c.capSpans = k
-	}
-	if k := cap(c.attrs); k > c.capAttrs {
-		n += int64(k) * sizeofKeyed
-		c.capAttrs = k
-	}
-	if k := cap(c.events); k > c.capEvents {
-		n += int64(k) * sizeofEvent
-		c.capEvents = k
-	}
-	if n == 0 {
-		return nil
-	}
-	c.refused = c.Reserve(n)
-	return c.refused
-}
-
 // readDims fills e.Dims from the root span's attributes: strings as they
 // are, booleans and numbers as text (written into dimBuf, which the event
 // borrows like the input), other types as absent.
@@ -213,40 +268,6 @@ func (c *SpanCounter) readDims(e *Event, a attrs) {
 		}
 		e.Dims[i] = borrow(c.dimBuf[start:])
 	}
-}
-
-// maxKeptRecords bounds the span records (and attributes) a counter keeps
-// for reuse between calls; a larger export's are dropped.
-const maxKeptRecords = 1 << 12
-
-// Release drops every reference the counter keeps into the last input:
-// records, attributes and events borrow its strings (the body they were
-// decoded from), so a pooled counter would otherwise pin that body for as
-// long as it sits in the pool, outside any admission bound. Buffers beyond
-// maxKeptRecords are dropped. Call it before pooling the counter.
-func (c *SpanCounter) Release() {
-	c.events, c.spans, c.attrs, c.res = releaseSlice(c.events), releaseSlice(c.spans), releaseSlice(c.attrs), releaseSlice(c.res)
-	c.dimBuf = releaseSlice(c.dimBuf)
-	c.lastTry = c.lastTry[:0]
-}
-
-func releaseSlice[T any](s []T) []T {
-	if cap(s) > maxKeptRecords {
-		return nil
-	}
-	clear(s[:cap(s)])
-	return s[:0]
-}
-
-// report hands every event of the call to fn, once all of its input was
-// read: a body refused half-way reports nothing.
-func (c *SpanCounter) report(fn func(*Event)) int {
-	for i := range c.events {
-		fn(&c.events[i])
-	}
-	n := len(c.events)
-	c.start()
-	return n
 }
 
 func (c *SpanCounter) attrsOf(s *spanRec) attrs { return c.attrs[s.attrLo:s.attrHi] }

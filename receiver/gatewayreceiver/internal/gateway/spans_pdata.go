@@ -7,15 +7,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// Count calls fn once for every root SERVER span in td (see endResource) and
-// returns how many spans it examined and how many it reported. The *Event is
-// valid only during the call; its strings borrow td's.
-func (c *SpanCounter) Count(td ptrace.Traces, fn func(*Event)) (examined, counted int) {
-	c.start()
+// readPdata reduces every ResourceSpans of td (see Count) and maps each
+// (endResource); it returns how many spans it examined.
+func (c *SpanCounter) readPdata(td ptrace.Traces) (examined int) {
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		c.beginResource()
+		c.res, c.spans, c.attrs = c.res[:0], c.spans[:0], c.attrs[:0]
 		c.res = appendKnown(c.res, rs.Resource().Attributes())
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
@@ -29,7 +27,7 @@ func (c *SpanCounter) Count(td ptrace.Traces, fn func(*Event)) (examined, counte
 		}
 		c.endResource()
 	}
-	return examined, c.report(fn)
+	return examined
 }
 
 func (c *SpanCounter) addPdataSpan(s ptrace.Span, scope Kind) {

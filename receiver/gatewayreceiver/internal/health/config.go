@@ -134,21 +134,26 @@ type PollerConfig struct {
 // ProfileNames, or "" to follow the receiver's profile.
 type Profile string
 
-// ProfileNames are the naming profiles; the receiver, which defines them,
-// sets the list once at init.
-var ProfileNames []string
+// ProfileNames are the naming profiles (naming.go), the default first.
+func ProfileNames() []string {
+	names := make([]string, len(namings))
+	for i, n := range namings {
+		names[i] = string(n.profile)
+	}
+	return names
+}
 
 // UnmarshalText normalises the profile while decoding and names the bad
 // value when it is none of ProfileNames.
 func (p *Profile) UnmarshalText(b []byte) error {
 	v := strings.ToLower(string(b))
-	for _, name := range ProfileNames {
+	for _, name := range ProfileNames() {
 		if v == name {
 			*p = Profile(v)
 			return nil
 		}
 	}
-	return fmt.Errorf("profile must be one of %s, got %q", strings.Join(ProfileNames, ", "), string(b))
+	return fmt.Errorf("profile must be one of %s, got %q", strings.Join(ProfileNames(), ", "), string(b))
 }
 
 // DefaultConfig is the health section's defaults: no pollers, push on.

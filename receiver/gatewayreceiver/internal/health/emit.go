@@ -14,8 +14,8 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/metadata"
 )
 
-// Naming is how one naming profile writes the health state (the receiver's
-// profile files define one each).
+// Naming is how one naming profile writes the health state (naming.go
+// defines one per profile).
 type Naming struct {
 	// Target is the metric of the rows: WriteTarget appends one row's
 	// points (a one-hot set, or one point) to it.

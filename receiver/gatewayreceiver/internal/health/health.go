@@ -6,8 +6,8 @@
 //
 // It shares nothing with the traffic path but the HTTP server its push
 // handler is mounted on. The receiver builds it with New, starts it with
-// Start and stops it with Shutdown; how its gauges are named comes from the
-// receiver's naming profile (Naming).
+// Start and stops it with Shutdown; how its gauges are named is the
+// receiver's naming profile's Naming (naming.go, NamingOf).
 //
 // Concurrency: pollers run on their own goroutines, pushes on the HTTP
 // server's; both only take the table's lock for map and slice updates. The

@@ -1,22 +1,47 @@
 package gateway
 
 import (
-	"encoding/base64"
 	"encoding/binary"
-	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// The span mappers do not read pdata or protobuf directly: both inputs are
-// first reduced to spanRecs holding only what the mappers use (ids, kind,
-// name, times, status and the attributes named below). The OTLP/HTTP
-// protobuf path decodes straight into them (otlp_proto.go), skipping the
-// pdata tree it would otherwise build and throw away; gRPC, JSON and
-// pass-through use the pdata adapter (spans.go). One mapping serves both, and
-// the differential fuzz test holds them to the same events.
+// Which span and resource attributes span reduction keeps: the names the
+// mappers read (the built-in vocabulary, and those a gateway's home or a
+// configured span dimension registers), each numbered by an attrKey, and the
+// table a decoder looks every attribute name up in.
+
+// Attribute names read from spans (docs/gateways.md §1a, §2a, §3b, §5).
+// Gateways still emit the pre-1.23 HTTP semantic-convention names (Kong OSS,
+// Envoy), newer ones the stable names (APISIX ≥ 3.16 sends both), so most
+// fields have a stable and an old name.
+const (
+	attrServiceName   = "service.name"
+	attrServiceNS     = "service.namespace"
+	attrServiceInst   = "service.instance.id"
+	attrHostname      = "hostname" // APISIX's resource
+	attrRoute         = "http.route"
+	attrMethod        = "http.request.method"
+	attrMethodOld     = "http.method"
+	attrStatusCode    = "http.response.status_code"
+	attrStatusCodeOld = "http.status_code"
+	attrReqSize       = "http.request.body.size"
+	attrReqSizeOld    = "http.request_content_length"
+	attrRespSize      = "http.response.body.size"
+	attrRespSizeOld   = "http.response_content_length"
+
+	// Kong, APISIX and Envoy attributes are named in their homes (kong.go,
+	// apisix.go, envoy.go).
+
+	attrGenAIProvider  = "gen_ai.provider.name"
+	attrGenAISystem    = "gen_ai.system"
+	attrGenAIReqModel  = "gen_ai.request.model"
+	attrGenAIRespModel = "gen_ai.response.model"
+	attrGenAIInput     = "gen_ai.usage.input_tokens"
+	attrGenAIOutput    = "gen_ai.usage.output_tokens"
+)
 
 // attrKey numbers the resource and span attributes the mappers read; every
 // other attribute is skipped when a span is reduced.
@@ -252,178 +277,3 @@ type AttrKey = attrKey
 // configured span dimension) and returns its key; at most 128 names can be
 // registered in one process. Safe while spans are being decoded.
 func RegisterAttribute(name string) AttrKey { return registerAttr(name) }
-
-// valueType mirrors the pcommon value types the mappers tell apart.
-type valueType uint8
-
-const (
-	vEmpty valueType = iota
-	vStr
-	vBool
-	vInt
-	vDouble
-	vBytes // str holds the raw bytes
-	vOther // array or map: never a string, number or method
-)
-
-// value is one attribute value: str for vStr and vBytes, num the bits of an
-// int (vInt), a double (vDouble) or a bool (vBool).
-type value struct {
-	typ valueType
-	str string
-	num uint64
-}
-
-// keyed is one attribute a mapper reads: its key and value, laid out flat
-// (32 bytes, where a key beside a value struct would take 40: the decoder
-// writes one for most attributes of every span).
-type keyed struct {
-	str string
-	num uint64
-	typ valueType
-	key attrKey
-}
-
-func keyedOf(k attrKey, v value) keyed { return keyed{str: v.str, num: v.num, typ: v.typ, key: k} }
-
-func (kv *keyed) val() value { return value{typ: kv.typ, str: kv.str, num: kv.num} }
-
-// attrs are the known attributes of one span or resource, in input order:
-// get returns the first of duplicates, as pcommon.Map.Get does.
-type attrs []keyed
-
-func (a attrs) get(k attrKey) (value, bool) {
-	for i := range a {
-		if a[i].key == k {
-			return a[i].val(), true
-		}
-	}
-	return value{}, false
-}
-
-// keySet is a filter of the keys an attrs holds, bit k%64 for key k: a clear
-// bit means get finds nothing. A root's mapping asks for some 15 keys, most
-// absent (Kong's root carries 4 of them), so it tests the filter first.
-type keySet uint64
-
-func (a attrs) keys() keySet {
-	var s keySet
-	for i := range a {
-		s |= 1 << (a[i].key & 63)
-	}
-	return s
-}
-
-func (s keySet) has(k attrKey) bool { return s&(1<<(k&63)) != 0 }
-
-// str is the attribute's value when it is a string, else "".
-func (a attrs) str(k attrKey) string {
-	if v, ok := a.get(k); ok && v.typ == vStr {
-		return v.str
-	}
-	return ""
-}
-
-// either prefers the stable attribute name and falls back to the old one.
-func (a attrs) either(stable, old attrKey) (value, bool) {
-	if v, ok := a.get(stable); ok {
-		return v, true
-	}
-	return a.get(old)
-}
-
-// spanRec is one span reduced to what the mappers read. Its attributes are
-// SpanCounter.attrs[attrLo:attrHi].
-type spanRec struct {
-	trace      [16]byte
-	id, parent [8]byte
-	// kind and status are the OTLP enum values (SPAN_KIND_*, STATUS_CODE_*).
-	kind, status   int32
-	name           string
-	traceState     string // W3C tracestate (the sampling threshold)
-	start, end     uint64
-	scope          Kind // what the span's instrumentation scope says; KindAuto when nothing
-	attrLo, attrHi int32
-	// legacy: from a deprecated instrumentation_library_spans list.
-	legacy bool
-}
-
-// OTLP enum values the mappers compare with (trace/v1 SpanKind, Status).
-const (
-	spanKindInternal = 1
-	spanKindServer   = 2
-	spanKindClient   = 3
-	statusCodeError  = 2
-)
-
-func (s *spanRec) hasParent() bool { return s.parent != [8]byte{} }
-
-// durationMS is the span's duration; Unknown without a start, ending before
-// it starts, or longer than a day (a clock error or a forged span, which
-// would otherwise poison a latency sum for good).
-func (s *spanRec) durationMS() float64 {
-	if s.start == 0 || s.end < s.start || s.end-s.start > maxLatencyMS*1e6 {
-		return Unknown
-	}
-	return float64(s.end-s.start) / 1e6
-}
-
-// asMethod is what pcommon's AsString gives for a method attribute, as far
-// as NormalizeMethod can tell it apart: numbers, bools and structures never
-// name a method, bytes are read as their base64 text, as AsString does.
-func (v value) asMethod() string {
-	switch v.typ {
-	case vStr:
-		return v.str
-	case vBytes:
-		if len(v.str) == 3 { // only 3 bytes encode to a 4-letter method
-			return base64.StdEncoding.EncodeToString([]byte(v.str))
-		}
-		return "-"
-	case vEmpty:
-		return ""
-	}
-	return "-"
-}
-
-// number reads a number sent as int, double (Lua) or string (Envoy); NaN
-// when it is none.
-func (v value) number() float64 {
-	switch v.typ {
-	case vInt:
-		return float64(int64(v.num))
-	case vDouble:
-		return math.Float64frombits(v.num)
-	case vStr:
-		return parseFloat(v.str)
-	}
-	return math.NaN()
-}
-
-// size reads a byte or token count; Unknown unless it is a whole number
-// ≥ 0.
-func (v value) size() int64 {
-	f := v.number()
-	if !(f >= 0) || f != math.Trunc(f) || f > 1<<53 {
-		return Unknown
-	}
-	return int64(f)
-}
-
-// status accepts the encodings gateways use: int (semconv, Kong), double
-// (numbers from Lua) and string (Envoy tags every value as a string).
-func (v value) status() int64 {
-	switch v.typ {
-	case vInt:
-		return validStatus(int64(v.num))
-	case vDouble:
-		d := math.Float64frombits(v.num)
-		if d != math.Trunc(d) || d < 0 || d > 1000 {
-			return 0
-		}
-		return validStatus(int64(d))
-	case vStr:
-		return parseStatus(v.str)
-	}
-	return 0
-}

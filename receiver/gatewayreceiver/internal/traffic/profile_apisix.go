@@ -1,11 +1,9 @@
-package gatewayreceiver
+package traffic
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
-	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/health"
 )
 
 // apisix: the Prometheus plugin's names and labels (docs/gateways.md §2c,
@@ -16,13 +14,13 @@ var apisixBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 500
 // DEFAULT_TOKEN_BUCKETS of the token distributions (3.18, §2c).
 var apisixTokenBounds = []float64{1, 10, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000}
 
-func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
+func apisixKey(e *gateway.Event, d *Dimensions) (tuple, bool) {
 	// route and service: ids (the plugin's default), or with prefer_name
 	// the names, falling back to the ids as APISIX does; node: the
 	// balancer ip, without the port. llm_model is the model asked of the
 	// provider, request_llm_model the client's (§2c).
 	route, service := e.RouteID, e.ServiceID
-	if d.preferName {
+	if d.PreferName {
 		route, service = firstOf(e.RouteName, e.RouteID), firstOf(e.ServiceName, e.ServiceID)
 	}
 	// request_llm_model is "" when the client named no model (APISIX sets
@@ -32,7 +30,7 @@ func apisixKey(e *gateway.Event, d dimensions) (tupleKey, bool) {
 	if client == "" && !e.GenAI.ClientModelLogged {
 		client = llmModel(e)
 	}
-	return tupleKey{status: e.StatusCode, route: route, uri: e.Route, host: e.Host, service: service,
+	return tuple{status: e.StatusCode, route: route, uri: e.Route, host: e.Host, service: service,
 		consumer: e.Consumer, target: hostOf(e.Target), source: e.Source,
 		model: modelLabel(llmModel(e)), clientModel: modelLabel(client), stream: e.GenAI.Stream, node: nodeOf(e, d)}, true
 }
@@ -46,21 +44,21 @@ const maxModelLabel = 128
 // value stays valid for Prometheus, which APISIX's byte cut may not.
 func modelLabel(s string) string { return gateway.CutLabel(s, maxModelLabel) }
 
-var apisixStatus = &projection{keep: func(k tupleKey) tupleKey { return k }}
+var apisixStatus = &view{keep: func(k tuple) tuple { return k }}
 
-var apisixOthers = &projection{keep: func(k tupleKey) tupleKey {
-	return tupleKey{route: k.route, service: k.service, consumer: k.consumer, target: k.target,
+var apisixOthers = &view{keep: func(k tuple) tuple {
+	return tuple{route: k.route, service: k.service, consumer: k.consumer, target: k.target,
 		model: k.model, clientModel: k.clientModel, stream: k.stream, node: k.node, overflow: k.overflow}
 }}
 
 // apisixLLM keeps the labels of the LLM families (no matched uri, host or
 // status): apisixOthers' labels, a projection of its own so that the LLM
 // families' series exist only for tuples with LLM requests.
-var apisixLLM = &projection{keep: apisixOthers.keep}
+var apisixLLM = &view{keep: apisixOthers.keep}
 
 // apisixLLMFamilyLabels: route_id, service_id, consumer, node, then the LLM
 // labels (the 3.18 llm families; apisix_llm_latency's type comes first).
-func apisixLLMFamilyLabels(k *tupleKey, m pcommon.Map) {
+func apisixLLMFamilyLabels(k *tuple, m pcommon.Map) {
 	m.PutStr("route_id", k.route)
 	m.PutStr("service_id", k.service)
 	m.PutStr("consumer", k.consumer)
@@ -68,7 +66,7 @@ func apisixLLMFamilyLabels(k *tupleKey, m pcommon.Map) {
 	apisixLLMLabels(k, m)
 }
 
-func apisixStatusLabels(k *tupleKey, m pcommon.Map) {
+func apisixStatusLabels(k *tuple, m pcommon.Map) {
 	m.PutStr("code", statusString(k.status))
 	m.PutStr("route", k.route)
 	m.PutStr("matched_uri", k.uri)
@@ -81,7 +79,7 @@ func apisixStatusLabels(k *tupleKey, m pcommon.Map) {
 	m.PutStr("response_source", sourceName(k.source, "upstream", "apisix", "nginx"))
 }
 
-func apisixOtherLabels(k *tupleKey, m pcommon.Map) {
+func apisixOtherLabels(k *tuple, m pcommon.Map) {
 	m.PutStr("route", k.route)
 	m.PutStr("service", k.service)
 	m.PutStr("consumer", k.consumer)
@@ -89,7 +87,7 @@ func apisixOtherLabels(k *tupleKey, m pcommon.Map) {
 	apisixLLMLabels(k, m)
 }
 
-func apisixLLMLabels(k *tupleKey, m pcommon.Map) {
+func apisixLLMLabels(k *tuple, m pcommon.Map) {
 	switch {
 	case k.model == "" && k.clientModel == "":
 		m.PutStr("request_type", "traditional_http")
@@ -103,54 +101,37 @@ func apisixLLMLabels(k *tupleKey, m pcommon.Map) {
 }
 
 var apisixProfile = profile{
-	name:   profileAPISIX,
-	health: &apisixHealth,
-	key:    apisixKey,
+	name: ProfileAPISIX,
+	key:  apisixKey,
 	families: []family{
 		{name: "apisix_http_status", desc: "HTTP status codes per service in APISIX",
-			measure: measureCount, project: apisixStatus, labels: apisixStatusLabels},
+			measure: measureCount, view: apisixStatus, labels: apisixStatusLabels},
 		{name: "apisix_http_latency", desc: "HTTP request latency in milliseconds per service in APISIX",
-			hist: true, bounds: apisixBounds, scale: 1, measure: measureTotalMS, project: apisixOthers, labels: apisixOtherLabels,
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureTotalMS, view: apisixOthers, labels: apisixOtherLabels,
 			constKey: "type", constVal: "request"},
 		{name: "apisix_http_latency", desc: "HTTP request latency in milliseconds per service in APISIX",
-			hist: true, bounds: apisixBounds, scale: 1, measure: measureUpstreamMS, project: apisixOthers, labels: apisixOtherLabels,
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureUpstreamMS, view: apisixOthers, labels: apisixOtherLabels,
 			constKey: "type", constVal: "upstream"},
 		{name: "apisix_http_latency", desc: "HTTP request latency in milliseconds per service in APISIX",
-			hist: true, bounds: apisixBounds, scale: 1, measure: measureGatewayMS, project: apisixOthers, labels: apisixOtherLabels,
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureGatewayMS, view: apisixOthers, labels: apisixOtherLabels,
 			constKey: "type", constVal: "apisix"},
 		{name: "apisix_bandwidth", desc: "Total bandwidth in bytes consumed per service in APISIX",
-			measure: measureRequestBytes, project: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "ingress"},
+			measure: measureRequestBytes, view: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "ingress"},
 		{name: "apisix_bandwidth", desc: "Total bandwidth in bytes consumed per service in APISIX",
-			measure: measureResponseBytes, project: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "egress"},
+			measure: measureResponseBytes, view: apisixOthers, labels: apisixOtherLabels, constKey: "type", constVal: "egress"},
 		{name: "apisix_llm_latency", desc: "LLM request latency in milliseconds",
-			hist: true, bounds: apisixBounds, scale: 1, measure: measureAPISIXLLMLatency, project: apisixLLM, labels: apisixLLMFamilyLabels,
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureAPISIXLLMLatency, view: apisixLLM, labels: apisixLLMFamilyLabels,
 			constKey: "type", constVal: "total", constAt: 0},
 		{name: "apisix_llm_latency", desc: "LLM request latency in milliseconds",
-			hist: true, bounds: apisixBounds, scale: 1, measure: measureAPISIXFirstTokenMS, project: apisixLLM, labels: apisixLLMFamilyLabels,
+			hist: true, bounds: apisixBounds, scale: 1, measure: measureAPISIXFirstTokenMS, view: apisixLLM, labels: apisixLLMFamilyLabels,
 			constKey: "type", constVal: "ttft", constAt: 0},
 		{name: "apisix_llm_prompt_tokens", desc: "LLM service consumed prompt tokens",
-			measure: measureAPISIXPromptTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+			measure: measureAPISIXPromptTokens, view: apisixLLM, labels: apisixLLMFamilyLabels},
 		{name: "apisix_llm_completion_tokens", desc: "LLM service consumed completion tokens",
-			measure: measureAPISIXCompletionTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+			measure: measureAPISIXCompletionTokens, view: apisixLLM, labels: apisixLLMFamilyLabels},
 		{name: "apisix_llm_prompt_tokens_dist", desc: "LLM prompt tokens distribution per request",
-			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXPromptTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
+			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXPromptTokens, view: apisixLLM, labels: apisixLLMFamilyLabels},
 		{name: "apisix_llm_completion_tokens_dist", desc: "LLM completion tokens distribution per request",
-			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXCompletionTokens, project: apisixLLM, labels: apisixLLMFamilyLabels},
-	},
-}
-
-// apisix health: apisix_upstream_status{name,ip,port}, 1 for healthy and
-// mostly_healthy (docs/gateways.md §2c).
-var apisixHealth = health.Naming{
-	Target: health.Metric{Name: "apisix_upstream_status", Desc: "Upstream status from health check"},
-	WriteTarget: func(dps pmetric.NumberDataPointSlice, r *health.Row, ts pcommon.Timestamp) {
-		var v int64
-		if r.State == gateway.HealthHealthy || r.State == gateway.HealthMostlyHealthy {
-			v = 1
-		}
-		a := health.Point(dps, ts, r.Removed, v, 3)
-		a.PutStr("name", r.Upstream())
-		a.PutStr("ip", r.IP())
-		a.PutStr("port", r.Port())
+			hist: true, bounds: apisixTokenBounds, scale: 1, measure: measureAPISIXCompletionTokens, view: apisixLLM, labels: apisixLLMFamilyLabels},
 	},
 }

@@ -1,4 +1,4 @@
-package gatewayreceiver
+package traffic
 
 import (
 	"runtime"
@@ -9,49 +9,19 @@ import (
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
 
-// otelEvent is a request of gateway gw on route.
-func otelEvent(gw, route string) gateway.Event {
-	var e gateway.Event
-	e.Reset()
-	e.Kind, e.Gateway, e.Route, e.Method, e.StatusCode, e.TotalMS = gateway.KindSemconv, gw, route, "GET", 200, 3
-	return e
-}
-
-// requestsByTuple sums the window's request points by (gateway, route,
-// overflow).
-func requestsByTuple(points []point) map[string]int64 {
-	out := map[string]int64{}
-	for _, p := range points {
-		if p.fam != 0 {
-			continue
-		}
-		t := p.tuple()
-		k := t.gateway + " " + t.route
-		if t.overflow {
-			k = t.gateway + " overflow"
-		}
-		out[k] += int64(p.total)
-	}
-	return out
-}
-
 // max_series holds across flush windows: a new route in every window does
 // not get a new tuple once max_series tuples are held, until held ones
 // expire (tuple_expiry without an event).
 func TestMaxSeriesHoldsAcrossWindows(t *testing.T) {
-	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: 5, maxGateways: 10, expiryWindows: 3})
+	a := testAggregator(&otelProfile, Limits{MaxTuples: 5, MaxGateways: 10, ExpiryWindows: 3})
 	add := func(gw, route string) {
-		e := otelEvent(gw, route)
-		a.mu.Lock()
-		a.addLocked(&e)
-		a.mu.Unlock()
+		a.Add([]gateway.Event{otelEvent(gw, route)})
 	}
 	for w := range 4 {
 		for r := range 5 {
 			add("kong", "/w"+strconv.Itoa(w)+"-"+strconv.Itoa(r))
 		}
-		points, _ := a.take()
-		got := requestsByTuple(points)
+		got := requestsByTuple(a.Take())
 		if w == 0 && len(got) != 5 {
 			t.Fatalf("window 0: %v, want 5 held routes", got)
 		}
@@ -59,18 +29,17 @@ func TestMaxSeriesHoldsAcrossWindows(t *testing.T) {
 			t.Fatalf("window %d: %v, want all 5 new routes in kong's overflow tuple", w, got)
 		}
 		// Window 0's routes stay held until 3 windows passed without them.
-		if want := map[bool]int{true: 5, false: 0}[w < 3]; a.heldTuples() != want {
-			t.Fatalf("after window %d: held %d tuples, want %d", w, a.heldTuples(), want)
+		if want := map[bool]int{true: 5, false: 0}[w < 3]; a.HeldTuples() != want {
+			t.Fatalf("after window %d: held %d tuples, want %d", w, a.HeldTuples(), want)
 		}
 	}
 	// They expired: a new route is held again.
 	add("kong", "/new")
-	points, _ := a.take()
-	if got := requestsByTuple(points); got["kong /new"] != 1 {
+	if got := requestsByTuple(a.Take()); got["kong /new"] != 1 {
 		t.Fatalf("after expiry: %v, want /new held", got)
 	}
-	if a.overflowed != 15 {
-		t.Errorf("overflowed = %d, want 15", a.overflowed)
+	if a.counts.Overflowed != 15 {
+		t.Errorf("overflowed = %d, want 15", a.counts.Overflowed)
 	}
 }
 
@@ -78,18 +47,14 @@ func TestMaxSeriesHoldsAcrossWindows(t *testing.T) {
 // events of further gateways share one overflow tuple with no resource, and
 // each held gateway has at most one overflow tuple of its own.
 func TestMaxGatewaysBoundsResources(t *testing.T) {
-	a := newAggregator(&otelProfile, dimensions{}, limits{maxSeries: 4, maxGateways: 3, expiryWindows: 10})
-	a.mu.Lock()
+	a := testAggregator(&otelProfile, Limits{MaxTuples: 4, MaxGateways: 3, ExpiryWindows: 10})
 	for g := range 1000 {
 		for r := range 3 {
-			e := otelEvent("gw-"+strconv.Itoa(g), "/r"+strconv.Itoa(r))
-			a.addLocked(&e)
+			a.Add([]gateway.Event{otelEvent("gw-"+strconv.Itoa(g), "/r"+strconv.Itoa(r))})
 		}
 	}
-	bundles := len(a.bundles)
-	a.mu.Unlock()
-	points, _ := a.take()
-	got := requestsByTuple(points)
+	handles := len(a.held.handles)
+	got := requestsByTuple(a.Take())
 	want := map[string]int64{"gw-0 /r0": 1, "gw-0 /r1": 1, "gw-0 /r2": 1, "gw-1 /r0": 1, "gw-1 overflow": 2, "gw-2 overflow": 3, " overflow": 997 * 3}
 	if len(got) != len(want) {
 		t.Fatalf("got %v\nwant %v", got, want)
@@ -100,8 +65,8 @@ func TestMaxGatewaysBoundsResources(t *testing.T) {
 		}
 	}
 	// 4 held tuples, 2 per-gateway overflow tuples, 1 for the rest.
-	if bundles != 7 {
-		t.Errorf("%d tuples in memory, want 7", bundles)
+	if handles != 7 {
+		t.Errorf("%d tuples in memory, want 7", handles)
 	}
 }
 
@@ -121,10 +86,10 @@ func TestHeldTupleMemory(t *testing.T) {
 	// (256 bytes): the most a tuple can cost whatever the input.
 	long := func(event func(string) gateway.Event) func(string) gateway.Event {
 		return func(route string) gateway.Event {
-			e := event(route + strings.Repeat("r", defaultMaxLabelValueLength-len(route)))
-			e.Gateway, e.Namespace = strings.Repeat("g", defaultMaxLabelValueLength), strings.Repeat("n", defaultMaxLabelValueLength)
+			e := event(route + strings.Repeat("r", defaultMaxLabelBytes-len(route)))
+			e.Gateway, e.Namespace = strings.Repeat("g", defaultMaxLabelBytes), strings.Repeat("n", defaultMaxLabelBytes)
 			if e.GenAI.Provider != "" {
-				e.GenAI.Provider, e.GenAI.RequestModel = strings.Repeat("p", defaultMaxLabelValueLength), strings.Repeat("m", defaultMaxLabelValueLength)
+				e.GenAI.Provider, e.GenAI.RequestModel = strings.Repeat("p", defaultMaxLabelBytes), strings.Repeat("m", defaultMaxLabelBytes)
 			}
 			return e
 		}
@@ -157,20 +122,17 @@ func heldTupleMemory(t *testing.T, name string, prof *profile, event func(route 
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	a := newAggregator(prof, dimensions{}, limits{maxSeries: n, maxGateways: 10, expiryWindows: 60})
-	a.mu.Lock()
+	a := testAggregator(prof, Limits{MaxTuples: n, MaxGateways: 10, ExpiryWindows: 60})
 	for i := range n {
-		e := event("/route-" + strconv.Itoa(i))
-		a.addLocked(&e)
+		a.Add([]gateway.Event{event("/route-" + strconv.Itoa(i))})
 	}
-	a.mu.Unlock()
-	a.take()
+	a.Take()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
-	t.Logf("held tuple, %s: %.0f B each (%d tuples, heap %d B)", name, per, a.heldTuples(), after.HeapAlloc-before.HeapAlloc)
-	if a.heldTuples() != n {
-		t.Fatalf("held %d, want %d", a.heldTuples(), n)
+	t.Logf("held tuple, %s: %.0f B each (%d tuples, heap %d B)", name, per, a.HeldTuples(), after.HeapAlloc-before.HeapAlloc)
+	if a.HeldTuples() != n {
+		t.Fatalf("held %d, want %d", a.HeldTuples(), n)
 	}
 	if per > budget {
 		t.Errorf("a held tuple costs %.0f B, want at most %.0f", per, budget)
@@ -199,22 +161,20 @@ func TestSeedGatewayMemory(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			a := newAggregator(c.prof, dimensions{}, createDefaultConfig().limits())
-			a.mu.Lock()
+			a := testAggregator(c.prof, defaultLimits)
 			for r := range 10_000 {
 				for _, m := range []string{"GET", "POST"} {
 					for _, s := range []int64{200, 404, 503} {
 						e := otelEvent("kong", "/api/v1/route-"+strconv.Itoa(r)+"/{id}")
 						e.Method, e.StatusCode = m, s
-						a.addLocked(&e)
+						a.Add([]gateway.Event{e})
 					}
 				}
 			}
-			a.mu.Unlock()
-			a.take()
+			a.Take()
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			held := a.heldTuples()
+			held := a.HeldTuples()
 			heap := float64(after.HeapAlloc - before.HeapAlloc)
 			t.Logf("seed gateway, %s profile: %d tuples, %.1f MiB, %.0f B per tuple", c.prof.name, held, heap/(1<<20), heap/float64(held))
 			if held != c.tuples {

@@ -1,13 +1,30 @@
-package gatewayreceiver
+package traffic
 
 import (
 	"slices"
 	"testing"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
+
+// TestKongPerConsumer: the consumer label is the username only with
+// per_consumer, as Kong's plugin fills it only `if conf.per_consumer` (off
+// by default).
+func TestKongPerConsumer(t *testing.T) {
+	e := otelEvent("kong", "/orders")
+	e.Consumer = "alice"
+	for _, per := range []bool{false, true} {
+		k, ok := kongKey(&e, &Dimensions{PerConsumer: per})
+		want := ""
+		if per {
+			want = "alice"
+		}
+		if !ok || k.consumer != want {
+			t.Errorf("per_consumer %v: consumer %q, want %q", per, k.consumer, want)
+		}
+	}
+}
 
 // TestKongProfileIsKongsTable: the kong profile writes each family with
 // the labels, in the order, and with the buckets of the table Kong's pushed
@@ -32,7 +49,7 @@ func TestKongProfileIsKongsTable(t *testing.T) {
 			t.Errorf("%s: bounds %v, table %v", f.name, f.bounds, want.Bounds)
 		}
 		attrs := pcommon.NewMap()
-		writeLabels(f, &tupleKey{}, attrs)
+		writeLabels(f, &tuple{}, attrs)
 		var got []string
 		for k := range attrs.All() {
 			got = append(got, k)

@@ -1,15 +1,15 @@
-package gateway
+package testutil
 
 import (
 	"syscall"
 	"unsafe"
 )
 
-// threadCPU is the CPU time the calling thread has used (Linux's
+// ThreadCPU is the CPU time the calling thread has used (Linux's
 // CLOCK_THREAD_CPUTIME_ID), in ns. Benchmarks lock their goroutine to its
 // thread and report it beside ns/op: on a machine shared with other work
 // wall time counts the time the benchmark waited for a core, CPU time not.
-func threadCPU() int64 {
+func ThreadCPU() int64 {
 	const clockThreadCPUTimeID = 3
 	var ts syscall.Timespec
 	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {

@@ -1,4 +1,4 @@
-package gatewayreceiver
+package traffic
 
 import (
 	"math"

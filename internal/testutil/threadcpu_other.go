@@ -1,0 +1,6 @@
+//go:build !linux
+
+package testutil
+
+// ThreadCPU is not measured outside Linux (see threadcpu_linux.go).
+func ThreadCPU() int64 { return 0 }

@@ -1,0 +1,365 @@
+package traffic
+
+import (
+	"hash/maphash"
+	"math"
+	"sort"
+
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
+)
+
+// The memory layout of what an aggregator holds. With 10k routes the series
+// outgrow the CPU caches, so each update is a memory access: the layout is
+// made for few of them, and for a garbage collector that has little to scan.
+//
+//   - a handle (72 bytes, chunks of 112) is found by its tuple's encoding in
+//     one map; it points at the tuple's row in each view;
+//   - a row (64 bytes: one cache line, chunks of 32) holds one label set of
+//     a view: its series and explicit histogram buckets are one
+//     pointer-free array of words, next to each other;
+//   - what few series have (exemplars, an exponential histogram's buckets)
+//     sits in the row's extra, reached only by the updates that need it.
+
+// series is one family's stream for one row over the current window, as
+// the words of the row that hold it: total and sum (float64 bits), count,
+// and whether it was updated in this window (emit it). Sums use total;
+// histograms count, sum and the family's buckets (len(bounds)+1, the last
+// +Inf), which follow the row's series in its words.
+type series [seriesWords]uint64
+
+// seriesWords is the words of one series.
+const seriesWords = 4
+
+func (s *series) total() float64 { return math.Float64frombits(s[0]) }
+func (s *series) count() uint64  { return s[1] }
+func (s *series) sum() float64   { return math.Float64frombits(s[2]) }
+func (s *series) touched() bool  { return s[3] != 0 }
+
+// touch marks s updated in this window; false if it was already.
+func (s *series) touch() bool {
+	if s[3] != 0 {
+		return false
+	}
+	s[3] = 1
+	return true
+}
+
+// addTo adds a window's total, sum and count to s (merge).
+func (s *series) addTo(total, sum float64, count uint64) {
+	s[0] = math.Float64bits(s.total() + total)
+	s[1] += count
+	s[2] = math.Float64bits(s.sum() + sum)
+}
+
+// extra is what a series of a row keeps beyond its counts, when it keeps
+// any.
+type extra struct {
+	// ex is, per bucket, the last sampled request observed in it this
+	// window; allocated on the first one (spans with a trace id only). An
+	// exponential histogram keeps one, the last.
+	ex *[]exemplar
+	// exp holds the buckets of an exponential histogram (nil otherwise).
+	exp *expoHist
+}
+
+// exemplar is one observed request that carried a trace: its ids and
+// value (in the emitted unit).
+type exemplar struct {
+	trace [16]byte
+	span  [8]byte
+	value float64
+	set   bool
+}
+
+// exemplars is x's exemplars, nil when it keeps none (or x is nil).
+func (x *extra) exemplars() []exemplar {
+	if x == nil || x.ex == nil {
+		return nil
+	}
+	return *x.ex
+}
+
+// row is one label set of a view (a tuple as the view keeps it) with the
+// series of each of the view's families: the otel profile's six request
+// families of a route, method and status. They are found with one lookup,
+// created together, and live as long as each other: the same handles hold
+// them.
+//
+// enc is the projected tuple as encodeTuple writes it: the row's identity
+// in its table (compared whole, after the hash), and its points' labels
+// (decodeTuple, substrings of enc). A string of some 30 bytes without
+// pointers in place of a 328-byte tuple per series.
+//
+// 64 bytes: a chunk of 32 rows fills a 2 KiB size class, so every row is
+// one aligned cache line.
+type row struct {
+	// words are the series of the view's families, seriesWords each in
+	// its order (slot j's at j·seriesWords), then the explicit
+	// histograms' buckets (family f's at f.at).
+	words []uint64
+	// extra is, per slot, what a series keeps beyond its counts: made for
+	// every row of a view with an exponential histogram, else on the row's
+	// first exemplar; nil for most rows.
+	extra *[]extra
+	next  *row // the table's next row whose label set has the same hash
+	enc   string
+	seen  bool // a handle that holds it was used in this window (keep it)
+	// touched: one of its series was updated in this window (the row is
+	// in its table's touched list).
+	touched bool
+}
+
+// at is the row's series in slot j.
+func (r *row) at(j int) *series {
+	return (*series)(r.words[j*seriesWords:][:seriesWords])
+}
+
+// extraAt is the extra part of the row's series in slot j, nil when the
+// row keeps none.
+func (r *row) extraAt(j int) *extra {
+	if x := r.extra; x != nil {
+		return &(*x)[j]
+	}
+	return nil
+}
+
+// ensureExtra is the extra part of the row's series in slot j of n, the
+// row's made on first use (its first traced request).
+func (r *row) ensureExtra(j, n int) *extra {
+	if r.extra == nil {
+		x := make([]extra, n)
+		r.extra = &x
+	}
+	return &(*r.extra)[j]
+}
+
+// bucketsOf is the explicit histogram buckets of family f (none for other
+// families) in the row.
+func (r *row) bucketsOf(f *family) []uint64 {
+	n := f.explicitBuckets()
+	return r.words[f.at : f.at+n : f.at+n]
+}
+
+// explicitBuckets is the number of buckets of an explicit histogram family
+// (its bounds' and +Inf), 0 for other families.
+func (f *family) explicitBuckets() int {
+	if !f.hist || f.expoSize > 0 {
+		return 0
+	}
+	return len(f.bounds) + 1
+}
+
+// rowsPerChunk is how many rows a table allocates at once. Slots of
+// evicted rows are reused before a new chunk is allocated, so a chunk kept
+// alive by one surviving row costs no more than the rows it held at its
+// peak (which max_series bounds), and a new label set costs a fraction of
+// an allocation.
+const rowsPerChunk = 32
+
+// table is one view's rows in an aggregator: its families, and its rows by
+// the hash of their encoding, chained on collision (hashing one short
+// string costs a fraction of hashing the 19-string tuple, and a hash key
+// needs no string allocated per row).
+type table struct {
+	view *view
+	// mask is view as the fields it clears, when it only keeps or clears
+	// fields (every view of the profiles does).
+	mask mask
+	// fams are the families of the view, in profile order: slot j of a
+	// row is family fams[j]'s series.
+	fams []int
+	// words is the length of one row's words: its series, then its
+	// explicit histograms' buckets.
+	words int
+	// rows is made on the table's first row, sized as the handles map (a
+	// tuple projects onto one row per view), so that new tuples do not
+	// grow it either; a view no event reaches (the LLM families of a
+	// gateway without GenAI traffic) costs no map.
+	rows map[uint64]*row
+	// free are evicted rows, emptied, reused before chunk; chunk, wordChunk
+	// and extras are the last chunk allocated, of which the first used
+	// rows are taken (an index, not a shrinking slice: a new row writes no
+	// pointer to the table, and so takes no write barrier).
+	free      []*row
+	chunk     []row
+	wordChunk []uint64
+	extras    []extra
+	used      int
+	// expo: a family of the view is an exponential histogram (its rows are
+	// made with their extra).
+	expo bool
+	// touched are the rows with a series updated in this window, in the
+	// order of their first update: Take emits, per family, the updated
+	// series of each. One entry per row, not one per series: a new tuple
+	// appends once for the six request families of the otel profile.
+	touched []*row
+	// hint sizes rows and touched when the first row is made: the most
+	// tuples the bounds allow (handlesHint).
+	hint int
+}
+
+// rowSeed seeds the tables' hashes.
+var rowSeed = maphash.MakeSeed()
+
+// newRow returns an empty row of t, reusing an evicted one when it can.
+func (t *table) newRow(fams []family) *row {
+	if n := len(t.free); n > 0 {
+		r := t.free[n-1]
+		t.free[n-1] = nil
+		t.free = t.free[:n-1]
+		return r
+	}
+	if t.used == len(t.chunk) {
+		t.chunk = make([]row, rowsPerChunk)
+		t.wordChunk = make([]uint64, rowsPerChunk*t.words)
+		if t.expo {
+			t.extras = make([]extra, rowsPerChunk*len(t.fams))
+		}
+		t.used = 0
+	}
+	i := t.used
+	t.used++
+	r := &t.chunk[i]
+	n, nw := len(t.fams), t.words
+	r.words = t.wordChunk[i*nw : (i+1)*nw : (i+1)*nw]
+	if t.expo {
+		x := t.extras[i*n : (i+1)*n : (i+1)*n]
+		r.extra = &x
+		for j, fi := range t.fams {
+			if f := &fams[fi]; f.expoSize > 0 {
+				x[j].exp = newExpoHist(f.expoSize)
+			}
+		}
+	}
+	return r
+}
+
+// release empties an evicted row for reuse. Nothing else refers to it:
+// Take clears every handle's rows when it evicts (and drops overflow
+// handles), and the touched lists are empty.
+func (t *table) release(r *row) {
+	r.enc, r.next, r.seen, r.touched = "", nil, false, false
+	clear(r.words)
+	var xs []extra
+	if r.extra != nil {
+		xs = *r.extra
+	}
+	for j := range xs {
+		x := &xs[j]
+		if x.ex != nil {
+			clear(*x.ex)
+		}
+		if h := x.exp; h != nil {
+			h.reset()
+			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
+		}
+	}
+	t.free = append(t.free, r)
+}
+
+// rowAt returns t's row of the label set encoded as enc, creating it (fams
+// are the aggregator's families); a new row keeps encStr when it is enc as
+// a string, else a copy of enc.
+func (t *table) rowAt(enc []byte, encStr string, fams []family) *row {
+	hash := maphash.Bytes(rowSeed, enc)
+	head := t.rows[hash]
+	for r := head; r != nil; r = r.next {
+		if r.enc == string(enc) {
+			return r
+		}
+	}
+	r := t.newRow(fams)
+	if encStr == "" {
+		encStr = string(enc)
+	}
+	r.enc = encStr
+	r.next = head
+	if t.rows == nil {
+		// Both at the most rows the bounds allow: the window's first rows
+		// grow neither.
+		t.rows = make(map[uint64]*row, t.hint)
+		t.touched = make([]*row, 0, t.hint)
+	}
+	t.rows[hash] = r
+	return r
+}
+
+// touch lists row r, a series of which was just updated for the first
+// time this window, among t's touched rows, once per window.
+func (t *table) touch(r *row) {
+	if !r.touched {
+		r.touched = true
+		t.touched = append(t.touched, r)
+	}
+}
+
+// add records, in the row's series of family f, value v of an event that
+// stands for w requests (a sampled span's adjusted count; 1 otherwise):
+// sums add v·w, histograms observe v w times, and keep traced (nil for an
+// event without a trace) as the bucket's exemplar. It returns the series.
+func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event) *series {
+	s := r.at(f.slot)
+	if !f.hist {
+		s[0] = math.Float64bits(s.total() + v*float64(w))
+		return s
+	}
+	v *= f.scale
+	s[1] += w
+	s[2] = math.Float64bits(s.sum() + v*float64(w))
+	if f.expoSize > 0 {
+		x := r.extraAt(f.slot) // made with the row
+		x.exp.observe(v, w)
+		if traced != nil {
+			x.exemplar(0, 1, traced, v)
+		}
+		return s
+	}
+	// Bounds are upper-inclusive, as Prometheus' le.
+	i := sort.SearchFloat64s(f.bounds, v)
+	r.words[f.at+i] += w
+	if traced != nil {
+		r.ensureExtra(f.slot, f.cols).exemplar(i, len(f.bounds)+1, traced, v)
+	}
+	return s
+}
+
+// exemplar keeps e as bucket i's exemplar (the ids are copied: the event
+// borrows its input).
+func (x *extra) exemplar(i, buckets int, e *gateway.Event, v float64) {
+	if x.ex == nil {
+		ex := make([]exemplar, buckets) // once per series, on its first traced request
+		x.ex = &ex
+	}
+	(*x.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
+}
+
+// handle is what a tuple is found by: its row in every view, reached with
+// one map lookup per event. Handles are what the bounds count.
+type handle struct {
+	// rows is aligned with Aggregator.tables (carved from the chunk of its
+	// handle: one pointer per view, not per family). A view's row is found
+	// on the first event that has a value for one of its families: a
+	// request without GenAI fields never needs the LLM families' row.
+	rows []*row
+	// key is the tuple's encoding, the handle's key in held.handles.
+	key string
+	// gw is the held key of the handle's gateway ("" for an overflow tuple
+	// or a profile without resources), refreshed with the handle.
+	gw string
+	// window is the last window a held handle was used in.
+	window int64
+	// seen: used in this window. Kept on the handle, not on each of its
+	// series, so an event writes one line instead of one per family; Take
+	// propagates it to its rows.
+	seen bool
+	// held: the tuple counts against max_series (overflow tuples do not).
+	held bool
+}
+
+// handlesPerChunk is how many handles an aggregator allocates at once: 112
+// of 72 bytes fill an 8 KiB size class (their row pointers are a second
+// chunk, 8 bytes per view per handle). As with rows, the handles of dropped
+// tuples are reused before a new chunk is allocated, so the chunks hold no
+// more handles than the peak the bounds allow, and a new tuple costs a
+// fraction of an allocation (and of the collector's work on it).
+const handlesPerChunk = 112
