@@ -696,8 +696,8 @@ func apisixNodeLogFeed(t *testing.T, s *dashboardStack) feed {
 // The runs
 
 // dashboardStack is a collector with a gateway's profile, the gateway's node
-// stand-ins and a Prometheus scraping both, as README "Existing
-// dashboards" sets them up.
+// stand-ins and a Prometheus scraping both, as docs/dashboards.md sets
+// them up.
 type dashboardStack struct {
 	col   *collector
 	prom  *promServer
@@ -765,7 +765,7 @@ func startKongStackWith(t *testing.T, nodeLabel bool) *dashboardStack {
 
 // startAPISIXStack: one APISIX node (its export server). APISIX's shared
 // dict panel divides `on (name)`, which only one node per query can satisfy
-// (see README "Existing dashboards").
+// (see docs/dashboards.md).
 func startAPISIXStack(t *testing.T) *dashboardStack {
 	t.Helper()
 	return startAPISIXStackWith(t, false)

@@ -3,7 +3,7 @@ package e2e
 // Stand-ins for what no collector can see: the gateway process's own state
 // (nginx connections, shared dicts, Lua VMs, etcd). In production these come
 // from the gateway's own Prometheus plugin with its per-request metrics
-// switched off (README "Existing dashboards"); here a small HTTP server
+// switched off (docs/dashboards.md); here a small HTTP server
 // serves those families with the plugins' exact names, labels and label
 // order, and Prometheus scrapes it as its own target, so every series gets
 // the gateway node's address as `instance`, as a real node's would.
