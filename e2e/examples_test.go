@@ -355,19 +355,6 @@ func dashboardFamilies(t *testing.T, dashboard, prefix, nodes string) []string {
 	return out
 }
 
-// waitStored polls Prometheus until query returns exactly want.
-func waitStored(t *testing.T, p *promServer, query string, want seriesCounts) {
-	t.Helper()
-	eventually(t, convergeTimeout, "Prometheus: "+query, func() (bool, string) {
-		v, err := promQuery(p, query)
-		if err != nil {
-			return false, err.Error()
-		}
-		diff := diffCounts(vectorCounts(v), want)
-		return diff == "", diff
-	})
-}
-
 // exposedLine fails unless the exporter at target writes line exactly.
 func exposedLine(t *testing.T, target, line string) {
 	t.Helper()
@@ -441,9 +428,20 @@ func runExample(t *testing.T, name string, run exampleRun) {
 	proc := ex.start(t)
 	waitHTTP200(t, proc, "http://"+target+"/metrics")
 	run.send(t, ex)
-	for _, c := range checks {
-		waitStored(t, prom, c.query, c.want)
-	}
+	// Every check in one wait, so that a failure shows them all.
+	eventually(t, convergeTimeout, "Prometheus: the series of examples/"+name+".yaml", func() (bool, string) {
+		var diffs []string
+		for _, c := range checks {
+			v, err := promQuery(prom, c.query)
+			if err != nil {
+				return false, err.Error()
+			}
+			if d := diffCounts(vectorCounts(v), c.want); d != "" {
+				diffs = append(diffs, c.query+":\n"+d)
+			}
+		}
+		return len(diffs) == 0, strings.Join(diffs, "\n")
+	})
 	if run.lines != nil {
 		for _, l := range run.lines(t, ex) {
 			exposedLine(t, target, l)
