@@ -144,12 +144,14 @@ type exampleCheck struct {
 
 // exampleRun is how one example is run.
 type exampleRun struct {
-	exporterPort int                             // the file's promstream port
-	env          func(t *testing.T) []string     // NAME=value for the file's ${env:…}
-	send         func(t *testing.T, ex *example) // the gateway's traffic
+	exporterPort int                         // the file's promstream port
+	env          func(t *testing.T) []string // NAME=value for the file's ${env:…}
+	// send sends the gateway's traffic; generators that keep account add
+	// their requests to sent.
+	send func(t *testing.T, ex *example, sent expectedCounts)
 	// checks are the queries and their series once target (the exporter)
 	// is scraped as job <example name>.
-	checks func(t *testing.T, ex *example, target string) []exampleCheck
+	checks func(t *testing.T, ex *example, target string, sent expectedCounts) []exampleCheck
 	// lines the exporter must write exactly: what Prometheus does not keep
 	// (label order, empty labels).
 	lines func(t *testing.T, ex *example) []string
@@ -168,7 +170,7 @@ var exampleRuns = map[string]exampleRun{
 	"kong": {
 		exporterPort: 9542,
 		env:          func(t *testing.T) []string { return []string{"KONG_ADMIN_URL=" + fakeKongHealthAdmin(t)} },
-		send:         func(t *testing.T, ex *example) { sendKongSample(t, ex.addr(t, 14318)) },
+		send:         func(t *testing.T, ex *example, _ expectedCounts) { sendKongSample(t, ex.addr(t, 14318)) },
 		checks:       kongExampleChecks,
 		lines: func(t *testing.T, ex *example) []string {
 			// Kong's label order, consumer="" written.
@@ -180,7 +182,7 @@ var exampleRuns = map[string]exampleRun{
 	},
 	"apisix": {
 		exporterPort: 9542,
-		send:         func(t *testing.T, ex *example) { sendAPISIXSample(t, ex.addr(t, 14318)) },
+		send:         func(t *testing.T, ex *example, _ expectedCounts) { sendAPISIXSample(t, ex.addr(t, 14318)) },
 		checks:       apisixExampleChecks,
 		lines: func(t *testing.T, ex *example) []string {
 			return []string{`apisix_http_status{code="502",route="http-logger-route",matched_uri="",matched_host="",service="",consumer="",node="3.213.1.197",` +
@@ -191,61 +193,44 @@ var exampleRuns = map[string]exampleRun{
 	},
 	"envoy": {
 		exporterPort: 9464,
-		send:         func(t *testing.T, ex *example) { sendEnvoy(t, ex.addr(t, 14317), expectedCounts{}) },
-		checks: func(t *testing.T, ex *example, target string) []exampleCheck {
-			want := expectedCounts{}
-			for _, r := range envoyRequests {
-				want.add(map[string]string{"job": "front-envoy", "http_request_method": r.method, "http_response_status_code": strconv.Itoa(r.status),
-					"gateway_upstream": "fake_cluster", "collector": ex.collectorLabel(t), "otel_scope_name": receiverScope}, r.count)
-			}
-			return otelExampleChecks(want, target)
-		},
+		send:         func(t *testing.T, ex *example, sent expectedCounts) { sendEnvoy(t, ex.addr(t, 14317), sent) },
+		checks:       otelExampleChecks("gateway_upstream", "fake_cluster"), // dimensions: [upstream]
 	},
 	"traefik": {
 		exporterPort: 9464,
-		send:         func(t *testing.T, ex *example) { sendTraefik(t, ex.addr(t, 14318), expectedCounts{}) },
-		checks: func(t *testing.T, ex *example, target string) []exampleCheck {
-			want := expectedCounts{}
-			for _, r := range traefikRequests {
-				lbls := map[string]string{"job": "traefik", "http_request_method": r.method, "http_response_status_code": strconv.Itoa(r.status),
-					"collector": ex.collectorLabel(t), "otel_scope_name": receiverScope}
-				if r.detailed && r.router != "" {
-					lbls["http_route"], lbls["gateway_service"] = r.router, r.service
-				}
-				want.add(lbls, r.count)
-			}
-			return otelExampleChecks(want, target)
-		},
+		send:         func(t *testing.T, ex *example, sent expectedCounts) { sendTraefik(t, ex.addr(t, 14318), sent) },
+		checks:       otelExampleChecks(),
 	},
 	"otelcol-fleet": {
 		exporterPort: 9464,
 		env:          func(t *testing.T) []string { return []string{"STORAGE_DIR=" + t.TempDir()} },
-		send: func(t *testing.T, ex *example) {
+		send: func(t *testing.T, ex *example, sent expectedCounts) {
 			tp := newHTTPTracerProvider(t, ex.addr(t, 14318), kongResource(newUUID(t)))
 			tracer := tp.Tracer("kong-internal", trace.WithInstrumentationVersion("0.1.0"))
 			for _, r := range kongRequests {
-				emitKong(tracer, r, expectedCounts{})
+				emitKong(tracer, r, sent)
 			}
 			shutdownProvider(t, tp)
 		},
-		checks: func(t *testing.T, ex *example, target string) []exampleCheck {
-			want := expectedCounts{}
-			for _, r := range kongRequests {
-				want.add(map[string]string{"job": "kong", "http_route": r.route, "http_request_method": r.method,
-					"http_response_status_code": strconv.Itoa(r.status), "collector": ex.collectorLabel(t), "otel_scope_name": receiverScope}, r.count)
-			}
-			return otelExampleChecks(want, target)
-		},
+		checks: otelExampleChecks(),
 	},
 }
 
-// otelExampleChecks: under the receiver's otel names, each request is one
-// count of gateway_requests_total and one observation of
-// http_server_request_duration_seconds.
-func otelExampleChecks(want expectedCounts, target string) []exampleCheck {
-	return []exampleCheck{
-		{"gateway_requests_total", want.stored(target)},
-		{"http_server_request_duration_seconds_count", want.stored(target)},
+// otelExampleChecks: under the receiver's otel names, each request the
+// traffic generator added to sent is one count of gateway_requests_total
+// and one observation of http_server_request_duration_seconds, with the
+// example's collector label, the receiver's scope and the labels kv
+// (name, value, …) beside the generator's.
+func otelExampleChecks(kv ...string) func(t *testing.T, ex *example, target string, sent expectedCounts) []exampleCheck {
+	return func(t *testing.T, ex *example, target string, sent expectedCounts) []exampleCheck {
+		want := expectedCounts{}
+		for _, s := range sent {
+			want.add(labelsWith(s.labels, append([]string{"collector", ex.collectorLabel(t), "otel_scope_name", receiverScope}, kv...)...), int(s.value))
+		}
+		return []exampleCheck{
+			{"gateway_requests_total", want.stored(target)},
+			{"http_server_request_duration_seconds_count", want.stored(target)},
+		}
 	}
 }
 
@@ -263,7 +248,7 @@ func labelsWith(base map[string]string, kv ...string) map[string]string {
 
 // kongExampleChecks: sendKongSample's requests without per_consumer (one
 // consumer, ""), and the upstream health of fakeKongHealthAdmin.
-func kongExampleChecks(t *testing.T, ex *example, target string) []exampleCheck {
+func kongExampleChecks(t *testing.T, ex *example, target string, _ expectedCounts) []exampleCheck {
 	base := map[string]string{"job": "kong", "workspace": "default", "collector": ex.collectorLabel(t)}
 	orders := labelsWith(base, "service", "example_service", "route", "orders")
 	anything := labelsWith(base, "service", "httpbin.konghq.com", "route", "/anything")
@@ -298,7 +283,7 @@ func kongExampleChecks(t *testing.T, ex *example, target string) []exampleCheck 
 }
 
 // apisixExampleChecks: sendAPISIXSample's requests.
-func apisixExampleChecks(t *testing.T, ex *example, target string) []exampleCheck {
+func apisixExampleChecks(t *testing.T, ex *example, target string, _ expectedCounts) []exampleCheck {
 	base := map[string]string{"job": "apisix", "request_type": "traditional_http", "collector": ex.collectorLabel(t)}
 	logged := labelsWith(base, "route", "http-logger-route", "node", "3.213.1.197")
 	// matched_host is the route's host pattern, which spans do not carry.
@@ -406,11 +391,25 @@ func runExample(t *testing.T, name string, run exampleRun) {
 	if run.env != nil {
 		ex.env = run.env(t)
 	}
-	checks := run.checks(t, ex, target)
+	// Prometheus first: its cleanup runs last, so it keeps scraping while
+	// the collector stops, and the exporter's shutdown_grace ends at its
+	// next scrape.
+	prom := startPrometheusWith(t, fmt.Sprintf("  - job_name: %s\n    honor_labels: true\n    static_configs: [{targets: ['%s']}]\n", name, target))
+	proc := ex.start(t)
+	waitHTTP200(t, proc, "http://"+target+"/metrics")
+	sent := expectedCounts{}
+	run.send(t, ex, sent)
+	checks := run.checks(t, ex, target, sent)
+	for _, c := range checks {
+		if len(c.want) == 0 {
+			t.Fatalf("%s: the check wants no series: it could pass on a collector that serves nothing", c.query)
+		}
+	}
 	if run.dashboard != "" {
 		// The dashboard's own families, each under a check: a name the
-		// example no longer serves (compatibility dropped: kong_bandwidth_bytes
-		// becomes kong_bandwidth_bytes_total) then fails its check.
+		// example no longer serves (compatibility dropped:
+		// kong_bandwidth_bytes becomes kong_bandwidth_bytes_total) then
+		// fails its check.
 		for _, f := range dashboardFamilies(t, run.dashboard, name, run.nodes()) {
 			covered := false
 			for _, c := range checks {
@@ -421,13 +420,6 @@ func runExample(t *testing.T, name string, run exampleRun) {
 			}
 		}
 	}
-	// Prometheus first: its cleanup runs last, so it keeps scraping while
-	// the collector stops, and the exporter's shutdown_grace ends at its
-	// next scrape.
-	prom := startPrometheusWith(t, fmt.Sprintf("  - job_name: %s\n    honor_labels: true\n    static_configs: [{targets: ['%s']}]\n", name, target))
-	proc := ex.start(t)
-	waitHTTP200(t, proc, "http://"+target+"/metrics")
-	run.send(t, ex)
 	// Every check in one wait, so that a failure shows them all.
 	eventually(t, convergeTimeout, "Prometheus: the series of examples/"+name+".yaml", func() (bool, string) {
 		var diffs []string
