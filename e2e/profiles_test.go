@@ -18,13 +18,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// profileConfig is collectorConfig with a receiver profile and the exporter
-// settings the receiver README prescribes for the kong/apisix profiles.
+// profileConfig is collectorConfig with a receiver profile and the
+// exporter's compatibility preset of the same name (kong, apisix).
 func profileConfig(profile string) string {
 	return strings.NewReplacer(
 		"    flush_interval: 1s\n", "    flush_interval: 1s\n    profile: "+profile+"\n",
-		"    without_scope_info: true\n", "    without_scope_info: true\n    translation_strategy: UnderscoreEscapingWithoutSuffixes\n"+
-			"    label_order: as_received\n    keep_empty_labels: true\n    text_bucket_format: shortest\n",
+		"    without_scope_info: true\n", "    compatibility: "+profile+"\n",
 	).Replace(collectorConfig)
 }
 
@@ -70,28 +69,7 @@ func TestKongProfile(t *testing.T) {
 	col := startCollectorWith(t, strings.Replace(profileConfig("kong"), "    profile: kong\n", "    profile: kong\n    per_consumer: true\n", 1), 4)
 	prom := startPrometheus(t, col.promAddr)
 
-	// http-log: one entry alone (the default batch size), then a batch of
-	// three with a broken entry that only rejects itself.
-	status, body := httpPost(t, "http://"+col.httpAddr+"/kong/http-log", "application/json", []byte(kongHTTPLogEntry("orders", "alice", 200, 139, 9982)))
-	if status != 200 || string(body) != `{"accepted":1,"rejected":0}` {
-		t.Fatalf("http-log: %d %s", status, body)
-	}
-	batch := "[" + kongHTTPLogEntry("orders", "alice", 200, 139, 9982) + "," + kongHTTPLogEntry("orders", "", 503, 100, 50) +
-		`,{"response":{"status":"oops"}}]`
-	status, body = httpPost(t, "http://"+col.httpAddr+"/kong/http-log", "application/json", []byte(batch))
-	if status != 200 || string(body) != `{"accepted":2,"rejected":1,"errors":["entry 2: want a number, got \"oops\""]}` {
-		t.Fatalf("http-log batch: %d %s", status, body)
-	}
-
-	// Spans (Kong ≥ 3.4 shape, as in TestEndToEnd): route = http.route,
-	// service = the balancer's net.peer.name, workspace default.
-	tp := newHTTPTracerProvider(t, col.httpAddr, kongResource(newUUID(t)))
-	tracer := tp.Tracer("kong-internal", trace.WithInstrumentationVersion("0.1.0"))
-	for range 4 {
-		emitKongTrace(tracer, gatewayRequest{method: "GET", route: "/anything", path: "/anything", status: 200})
-	}
-	emitKongTrace(tracer, gatewayRequest{method: "GET", route: "", path: "/nowhere", status: 404}) // no route: not counted, as in Kong
-	shutdownProvider(t, tp)
+	sendKongSample(t, col.httpAddr)
 
 	key := func(m map[string]string) string {
 		return m["service"] + "|" + m["route"] + "|" + m["code"] + "|" + m["source"] + "|" + m["workspace"] + "|" + m["consumer"]
@@ -142,28 +120,7 @@ func TestAPISIXProfile(t *testing.T) {
 	col := startCollectorWith(t, profileConfig("apisix"), 4)
 	prom := startPrometheus(t, col.promAddr)
 
-	// http-logger NDJSON (concat_method new_line), APISIX 3.9 shape.
-	entry := func(status int) string {
-		return fmt.Sprintf(`{"upstream":"3.213.1.197:80","server":{"hostname":"7d8d831179d4","version":"3.9.0"},"start_time":1718291190508,"client_ip":"192.168.65.1","response":{"status":%d,"headers":{"server":"APISIX/3.9.0"},"size":617},"latency":1200.0000476837,"upstream_latency":1133,"apisix_latency":67.000047683716,"request":{"url":"http://127.0.0.1:9080/anything","querystring":{},"method":"GET","uri":"/anything","headers":{"host":"127.0.0.1:9080"},"size":85},"service_id":"","route_id":"http-logger-route"}`, status)
-	}
-	status, body := httpPost(t, "http://"+col.httpAddr+"/apisix/http-logger", "text/plain", []byte(entry(200)+"\n"+entry(200)+"\n"+entry(502)))
-	if status != 200 || string(body) != `{"accepted":3,"rejected":0}` {
-		t.Fatalf("http-logger: %d %s", status, body)
-	}
-
-	// APISIX 3.17 root spans via the SDK (scope opentelemetry-lua).
-	tp := newHTTPTracerProvider(t, col.httpAddr, apisixResource())
-	tracer := tp.Tracer("opentelemetry-lua")
-	for range 5 {
-		_, span := tracer.Start(context.Background(), "GET /api/*", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-			attribute.String("http.method", "GET"), attribute.String("http.request.method", "GET"),
-			attribute.String("apisix.route_id", "api"), attribute.String("apisix.route_name", "api-route"),
-			attribute.String("http.route", "/api/*"), attribute.String("net.host.name", "example.com"),
-			attribute.Int("http.status_code", 200), attribute.Int("http.response.status_code", 200),
-			attribute.String("apisix.response_source", "upstream")))
-		span.End()
-	}
-	shutdownProvider(t, tp)
+	sendAPISIXSample(t, col.httpAddr)
 
 	key := func(m map[string]string) string {
 		return m["code"] + "|" + m["route"] + "|" + m["matched_uri"] + "|" + m["matched_host"] + "|" + m["node"] + "|" + m["request_type"] + "|" + m["response_source"]
@@ -181,6 +138,66 @@ func TestAPISIXProfile(t *testing.T) {
 		func(m map[string]string) string { return m["type"] })
 	queryVector(t, prom, `apisix_http_latency_bucket{route="http-logger-route",le="1000.0"}`, map[string]float64{"request": 0, "upstream": 0, "apisix": 3},
 		func(m map[string]string) string { return m["type"] })
+}
+
+// sendKongSample sends Kong's http-log (one entry alone, the default batch
+// size, then a batch of three with a broken entry that only rejects itself)
+// and five Kong spans over OTLP/HTTP, four counted: service
+// example_service, route orders: two 200 (consumer alice), one 503
+// (no consumer); service httpbin.konghq.com, route /anything: four 200.
+// Request sizes 139, 139, 100; response sizes 9982, 9982, 50.
+func sendKongSample(t *testing.T, httpAddr string) {
+	t.Helper()
+	status, body := httpPost(t, "http://"+httpAddr+"/kong/http-log", "application/json", []byte(kongHTTPLogEntry("orders", "alice", 200, 139, 9982)))
+	if status != 200 || string(body) != `{"accepted":1,"rejected":0}` {
+		t.Fatalf("http-log: %d %s", status, body)
+	}
+	batch := "[" + kongHTTPLogEntry("orders", "alice", 200, 139, 9982) + "," + kongHTTPLogEntry("orders", "", 503, 100, 50) +
+		`,{"response":{"status":"oops"}}]`
+	status, body = httpPost(t, "http://"+httpAddr+"/kong/http-log", "application/json", []byte(batch))
+	if status != 200 || string(body) != `{"accepted":2,"rejected":1,"errors":["entry 2: want a number, got \"oops\""]}` {
+		t.Fatalf("http-log batch: %d %s", status, body)
+	}
+
+	// Spans (Kong ≥ 3.4 shape, as in TestEndToEnd): route = http.route,
+	// service = the balancer's net.peer.name, workspace default.
+	tp := newHTTPTracerProvider(t, httpAddr, kongResource(newUUID(t)))
+	tracer := tp.Tracer("kong-internal", trace.WithInstrumentationVersion("0.1.0"))
+	for range 4 {
+		emitKongTrace(tracer, gatewayRequest{method: "GET", route: "/anything", path: "/anything", status: 200})
+	}
+	emitKongTrace(tracer, gatewayRequest{method: "GET", route: "", path: "/nowhere", status: 404}) // no route: not counted, as in Kong
+	shutdownProvider(t, tp)
+}
+
+// sendAPISIXSample sends APISIX's http-logger (three entries, route
+// http-logger-route, node 3.213.1.197: two 200, one 502; 85 bytes in and
+// 617 out each; latency 1200 ms, upstream 1133) and five APISIX root spans
+// (route api, /api/*, 200) over OTLP/HTTP.
+func sendAPISIXSample(t *testing.T, httpAddr string) {
+	t.Helper()
+	// http-logger NDJSON (concat_method new_line), APISIX 3.9 shape.
+	entry := func(status int) string {
+		return fmt.Sprintf(`{"upstream":"3.213.1.197:80","server":{"hostname":"7d8d831179d4","version":"3.9.0"},"start_time":1718291190508,"client_ip":"192.168.65.1","response":{"status":%d,"headers":{"server":"APISIX/3.9.0"},"size":617},"latency":1200.0000476837,"upstream_latency":1133,"apisix_latency":67.000047683716,"request":{"url":"http://127.0.0.1:9080/anything","querystring":{},"method":"GET","uri":"/anything","headers":{"host":"127.0.0.1:9080"},"size":85},"service_id":"","route_id":"http-logger-route"}`, status)
+	}
+	status, body := httpPost(t, "http://"+httpAddr+"/apisix/http-logger", "text/plain", []byte(entry(200)+"\n"+entry(200)+"\n"+entry(502)))
+	if status != 200 || string(body) != `{"accepted":3,"rejected":0}` {
+		t.Fatalf("http-logger: %d %s", status, body)
+	}
+
+	// APISIX 3.17 root spans via the SDK (scope opentelemetry-lua).
+	tp := newHTTPTracerProvider(t, httpAddr, apisixResource())
+	tracer := tp.Tracer("opentelemetry-lua")
+	for range 5 {
+		_, span := tracer.Start(context.Background(), "GET /api/*", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+			attribute.String("http.method", "GET"), attribute.String("http.request.method", "GET"),
+			attribute.String("apisix.route_id", "api"), attribute.String("apisix.route_name", "api-route"),
+			attribute.String("http.route", "/api/*"), attribute.String("net.host.name", "example.com"),
+			attribute.Int("http.status_code", 200), attribute.Int("http.response.status_code", 200),
+			attribute.String("apisix.response_source", "upstream")))
+		span.End()
+	}
+	shutdownProvider(t, tp)
 }
 
 // apisixResource is APISIX's default resource (docs/gateways.md §2a).

@@ -114,7 +114,19 @@ func TestTraefik(t *testing.T) {
 	col := startCollectorWith(t, cfg, 4)
 	prom := startPrometheus(t, col.promAddr)
 
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(col.httpAddr), otlptracehttp.WithInsecure(),
+	want := expectedCounts{}
+	sendTraefik(t, col.httpAddr, want)
+
+	waitPrometheusCounts(t, prom, want.stored(col.promAddr))
+	checkExporterExposition(t, col, want.exported())
+}
+
+// sendTraefik sends traefikRequests as Traefik v3.6 does (OTLP/HTTP, gzip)
+// and adds them to want: per router at detailed verbosity, without a route
+// otherwise.
+func sendTraefik(t *testing.T, httpAddr string, want expectedCounts) {
+	t.Helper()
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithInsecure(),
 		otlptracehttp.WithCompression(otlptracehttp.GzipCompression)) // as pkg/observability/types/tracing.go sets up
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +136,6 @@ func TestTraefik(t *testing.T) {
 		attribute.String("host.name", "traefik-7d9f8b6c5-x2k4q"), attribute.String("telemetry.sdk.language", "go")))
 	tracer := tp.Tracer("github.com/traefik/traefik")
 
-	want := expectedCounts{}
 	i := 0
 	for _, r := range traefikRequests {
 		for range r.count {
@@ -138,7 +149,4 @@ func TestTraefik(t *testing.T) {
 		want.add(lbls, r.count)
 	}
 	shutdownProvider(t, tp)
-
-	waitPrometheusCounts(t, prom, want.stored(col.promAddr))
-	checkExporterExposition(t, col, want.exported())
 }

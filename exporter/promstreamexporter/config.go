@@ -117,6 +117,23 @@ type Config struct {
 	// client_golang and Kong write them). OpenMetrics is always canonical.
 	TextBucketFormat string `mapstructure:"text_bucket_format"`
 
+	// Compatibility names the gateway whose own Prometheus exporter the
+	// exposition reproduces, so its dashboards and alerts work unchanged:
+	// kong, apisix or envoy; "" or none for none (compatibility.go). It
+	// sets translation_strategy, without_scope_info, label_order,
+	// keep_empty_labels and text_bucket_format (envoy also
+	// enable_open_metrics, and names counters as sent); a key the
+	// configuration sets itself wins. In a Config built in Go rather than
+	// decoded, a field at its default value takes the preset's.
+	Compatibility string `mapstructure:"compatibility"`
+
+	// setKeys are the preset keys the decoded configuration sets itself;
+	// decoded says it was decoded (Unmarshal), so setKeys is known.
+	setKeys []string
+	decoded bool
+	// exactCounterNames is set by withPreset (compatibility: envoy).
+	exactCounterNames bool
+
 	// renamed are the deprecated keys this config was written with
 	// (limits.go), warned about when the exporter is created.
 	renamed []rename.Key
@@ -198,9 +215,18 @@ func createDefaultConfig() *Config {
 	}
 }
 
-// Validate checks the exporter configuration.
+// Validate checks the exporter configuration, as its compatibility preset
+// completes it.
 func (c *Config) Validate() error {
+	eff, _ := c.withPreset()
+	return eff.validate()
+}
+
+func (c *Config) validate() error {
 	var errs error
+	if _, ok := presets[c.Compatibility]; !ok && c.Compatibility != "" && c.Compatibility != compatNone {
+		errs = errors.Join(errs, fmt.Errorf(`compatibility must be "kong", "apisix", "envoy" or "none" (or left out), got %q`, c.Compatibility))
+	}
 	if c.ServerConfig.NetAddr.Endpoint == "" {
 		errs = errors.Join(errs, errors.New("endpoint must not be empty"))
 	}

@@ -38,10 +38,36 @@ func TestConfig(t *testing.T) {
 	deprecated := createDefaultConfig()
 	deprecated.Limits.MaxSeries, deprecated.Limits.MaxConcurrentScrapes = 500000, 2
 	deprecated.renamed = renamedKeys
+	// Each preset, as it completes the configuration: the five keys of the
+	// recipe it replaces; envoy adds no OpenMetrics and counters named as
+	// sent.
+	preset := func(name string) *Config {
+		c := createDefaultConfig()
+		c.Compatibility = name
+		c.TranslationStrategy = underscoreEscapingWithoutSuffixes
+		c.WithoutScopeInfo = true
+		c.LabelOrder = labelOrderAsReceived
+		c.KeepEmptyLabels = true
+		c.TextBucketFormat = bucketFormatShortest
+		return c
+	}
+	envoy := preset(compatEnvoy)
+	envoy.EnableOpenMetrics = new(false)
+	envoy.exactCounterNames = true
+	envoyOM := preset(compatEnvoy)
+	envoyOM.EnableOpenMetrics = new(true)
+	envoyOM.exactCounterNames = true
+	none := createDefaultConfig()
+	none.Compatibility = compatNone
+	explicit := preset(compatKong)
+	explicit.TranslationStrategy = underscoreEscapingWithSuffixes
+	explicit.LabelOrder = labelOrderSorted
 	cases := []struct {
 		file    string
 		want    *Config
 		wantErr string
+		// overrides are the explicit keys that contradict the preset.
+		overrides []presetOverride
 	}{
 		{file: "default.yaml", want: createDefaultConfig()},
 		{file: "full.yaml", want: full},
@@ -65,6 +91,18 @@ func TestConfig(t *testing.T) {
 		{file: "reserved_const_label.yaml", wantErr: `const_labels: "le" is the label a histogram (le) or summary (quantile) writes on its samples: choose another name`},
 		{file: "bad_label_order.yaml", wantErr: `label_order must be "sorted" or "as_received", got "random"`},
 		{file: "bad_bucket_format.yaml", wantErr: `text_bucket_format must be "canonical" or "shortest", got "padded"`},
+		{file: "compatibility_kong.yaml", want: preset(compatKong)},
+		{file: "compatibility_apisix.yaml", want: preset(compatAPISIX)},
+		{file: "compatibility_envoy.yaml", want: envoy},
+		{file: "compatibility_none.yaml", want: none},
+		{file: "compatibility_explicit.yaml", want: explicit, overrides: []presetOverride{
+			{key: "translation_strategy", preset: underscoreEscapingWithoutSuffixes, set: underscoreEscapingWithSuffixes},
+			{key: "label_order", preset: labelOrderAsReceived, set: labelOrderSorted},
+		}},
+		{file: "compatibility_envoy_openmetrics.yaml", want: envoyOM, overrides: []presetOverride{
+			{key: "enable_open_metrics", preset: "false", set: "true"},
+		}},
+		{file: "bad_compatibility.yaml", wantErr: `compatibility must be "kong", "apisix", "envoy" or "none" (or left out), got "nginx"`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -76,8 +114,14 @@ func TestConfig(t *testing.T) {
 				t.Fatal("sending_queue enabled")
 			}
 			cfg.SendingQueue = c.want.SendingQueue // disabled: its settings do not matter
-			if !reflect.DeepEqual(cfg, c.want) {
-				t.Errorf("got %+v\nwant %+v", cfg, c.want)
+			// The configuration in effect: what the exporter is made from.
+			eff, overrides := cfg.withPreset()
+			eff.setKeys, eff.decoded = nil, false // what the decoding saw, compared through eff
+			if !reflect.DeepEqual(eff, c.want) {
+				t.Errorf("got %+v\nwant %+v", eff, c.want)
+			}
+			if !reflect.DeepEqual(overrides, c.overrides) {
+				t.Errorf("overrides %+v, want %+v", overrides, c.overrides)
 			}
 		})
 	}

@@ -83,6 +83,7 @@ type promStreamExporter struct {
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error) {
+	cfg, overrides := cfg.withPreset()
 	e := &promStreamExporter{
 		cfg:      cfg,
 		settings: set,
@@ -92,6 +93,9 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
 			Timestamps:      cfg.SendTimestamps,
+			// compatibility: envoy (envoy_cluster_upstream_rq beside
+			// envoy_cluster_upstream_rq_total).
+			ExactCounterNames: cfg.exactCounterNames,
 		}),
 		namer:       newNamer(cfg),
 		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.Limits.MaxConcurrentScrapes)},
@@ -108,6 +112,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			gateDisableAddMetricSuffixes + " is on by default); set translation_strategy: UnderscoreEscapingWithoutSuffixes instead")
 	}
 	rename.Warn(set.Logger, cfg.renamed)
+	warnOverrides(set.Logger, cfg.Compatibility, overrides)
 	for range cfg.Limits.MaxConcurrentScrapes {
 		e.slots.put(new(scrapeSlot)) // buffers are made on first use
 	}

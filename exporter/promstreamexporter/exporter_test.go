@@ -38,10 +38,16 @@ func TestMain(m *testing.M) {
 
 func newTestExporter(t *testing.T) (*promStreamExporter, *componenttest.Telemetry) {
 	t.Helper()
+	return newTestExporterWith(t, createDefaultConfig())
+}
+
+// newTestExporterWith is newTestExporter with the configuration cfg.
+func newTestExporterWith(t *testing.T, cfg *Config) (*promStreamExporter, *componenttest.Telemetry) {
+	t.Helper()
 	tel := componenttest.NewTelemetry()
 	set := exportertest.NewNopSettings(metadata.Type)
 	set.TelemetrySettings = tel.NewTelemetrySettings()
-	e, err := newExporter(createDefaultConfig(), set)
+	e, err := newExporter(cfg, set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,7 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 		return err
 	}
 	c.renamed = moved
+	c.recordPresetKeys(conf)
 	return nil
 }
 

@@ -21,9 +21,11 @@ func (q *Query) selects(f *Family) bool {
 	return false
 }
 
-func (f *Family) appendHeader(dst []byte, q *Query) []byte {
+// appendHeader writes the family's header as type typ (its own, or
+// untyped where OpenMetrics must call it unknown).
+func (f *Family) appendHeader(dst []byte, q *Query, typ exposition.Type) []byte {
 	name := f.names[q.Escaping].base // quoted already when it must be
-	return q.Format.Spec().Body.Header(dst, name, f.help, f.typ)
+	return q.Format.Spec().Body.Header(dst, name, f.help, typ)
 }
 
 // pageSeries returns the series of page p that q selects, in page order; the

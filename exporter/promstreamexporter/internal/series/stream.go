@@ -214,14 +214,21 @@ func (wr *Writer) flush() error {
 // beginFamily writes the family's text header and sets what its series
 // write.
 func (wr *Writer) beginFamily(f *Family, q *Query, proto bool) {
+	// A counter OpenMetrics must call unknown (Options.ExactCounterNames)
+	// has the samples of one: its name, no _created, no exemplar.
+	unknown := q.Format.Spec().OpenMetrics && f.omUnknown.Load()&(1<<q.Escaping) != 0
 	if !proto {
-		wr.buf = f.appendHeader(wr.buf, q)
+		typ := f.typ
+		if unknown {
+			typ = exposition.TypeUntyped
+		}
+		wr.buf = f.appendHeader(wr.buf, q, typ)
 	}
 	wr.created = ""
-	if q.Format.Spec().Body.Created && f.noCreated.Load()&(1<<q.Escaping) == 0 {
+	if q.Format.Spec().Body.Created && f.noCreated.Load()&(1<<q.Escaping) == 0 && !unknown {
 		wr.created = f.names[q.Escaping].created
 	}
-	wr.exemplars = q.Format.Spec().Body.Exemplars && f.hasExemplars(f.names[q.Escaping].base)
+	wr.exemplars = q.Format.Spec().Body.Exemplars && f.hasExemplars(f.names[q.Escaping].base) && !unknown
 	wr.dedupe = q.Escaping != exposition.EscapeNone && f.utf8.Load()
 	if wr.dedupe {
 		wr.seen.reset()

@@ -440,6 +440,12 @@ type Table struct {
 	// another family writes that name, the family leaves its _created lines
 	// out under that scheme.
 	createdBy [exposition.NumEscapings]map[string]*Family
+	// omCounter maps, per escaping scheme, the OpenMetrics family name x of
+	// every counter family x_total to it, with Options.ExactCounterNames
+	// only (nil otherwise): such a counter does not claim x, so when
+	// another family writes x, the counter is written unknown in
+	// OpenMetrics (Family.omUnknown).
+	omCounter [exposition.NumEscapings]map[string]*Family
 	count     atomic.Int64
 	max       int64
 	opts      Options
@@ -466,6 +472,19 @@ type Options struct {
 	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
 	// without one (0) are written without.
 	Timestamps bool
+	// ExactCounterNames makes a counter's name its only name: a counter
+	// x_total does not claim x, the family name OpenMetrics gives it, so a
+	// counter (or any family) x and a counter x_total are two families, as
+	// Envoy's /stats/prometheus writes envoy_cluster_upstream_rq and
+	// envoy_cluster_upstream_rq_total. The Prometheus text formats and
+	// protobuf write both as they are. In OpenMetrics, where the two would
+	// share the family name x, the counter x_total is written as what it
+	// then is, an unknown family of its own name (`# TYPE x_total
+	// unknown`, no _created line, no exemplar): the exposition stays
+	// valid, every sample is kept. Without it (the default), a counter
+	// x_total and a family x refuse each other (ErrTypeConflict) in every
+	// format.
+	ExactCounterNames bool
 }
 
 // New returns an empty table.
@@ -473,6 +492,9 @@ func New(o Options) *Table {
 	t := &Table{byName: make(map[string]*Family), max: o.MaxSeries, opts: o}
 	for e := range exposition.NumEscapings {
 		t.claimed[e], t.createdBy[e] = make(map[string]*Family), make(map[string]*Family)
+		if o.ExactCounterNames {
+			t.omCounter[e] = make(map[string]*Family)
+		}
 	}
 	return t
 }
@@ -543,6 +565,9 @@ func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) 
 			}
 			t.createdBy[e][c] = f
 		}
+		if t.opts.ExactCounterNames {
+			t.markOpenMetricsUnknown(f, e, claims)
+		}
 	}
 	if n := len(t.families); n > 0 {
 		f.share = weak.Make(t.families[n-1])
@@ -550,6 +575,27 @@ func (t *Table) create(name, help string, typ exposition.Type) (*Family, error) 
 	t.byName[name] = f
 	t.families = append(t.families, f)
 	return f, nil
+}
+
+// markOpenMetricsUnknown records, for a table with ExactCounterNames, which
+// counters OpenMetrics must write as unknown under scheme e once f exists:
+// f itself when it is a counter x_total and another family writes x, and
+// the counter x_total when f writes x. The caller holds t.mu and has filed
+// f's claims.
+func (t *Table) markOpenMetricsUnknown(f *Family, e exposition.Escaping, claims []string) {
+	for _, n := range claims {
+		if g := t.omCounter[e][n]; g != nil && g != f {
+			g.omUnknown.Or(1 << e)
+		}
+	}
+	if f.typ != exposition.TypeCounter || f.names[e].created == "" {
+		return // not an OpenMetrics counter (no _total): unknown already
+	}
+	base, _ := trimTotal(f.escapedName(e))
+	if g := t.claimed[e][base]; g != nil && g != f {
+		f.omUnknown.Or(1 << e)
+	}
+	t.omCounter[e][base] = f
 }
 
 // Family is one metric family: a name, a type, and its series.
@@ -573,6 +619,10 @@ type Family struct {
 	// _created name under escaping scheme e: OpenMetrics scrapes with that
 	// scheme leave its _created lines out.
 	noCreated atomic.Uint32
+	// omUnknown has bit e set when this counter x_total is written as an
+	// unknown family x_total in OpenMetrics scrapes with escaping scheme e,
+	// because another family writes x there (Options.ExactCounterNames).
+	omUnknown atomic.Uint32
 	// hidden has bit e set when another family, created before this one,
 	// writes one of this family's names under escaping scheme e (two UTF-8
 	// names that escape alike): scrapes with that scheme leave this family
@@ -702,18 +752,20 @@ func (f *Family) escapedName(e exposition.Escaping) string {
 // writtenNames lists the names the family writes under scheme e (see
 // sampleNames), unquoted.
 func (f *Family) writtenNames(e exposition.Escaping) []string {
-	return sampleNamesOf(f.escapedName(e), f.typ)
+	return sampleNamesOf(f.escapedName(e), f.typ, f.table.opts.ExactCounterNames)
 }
 
 // sampleNames lists every name the family's samples and metadata use, in any
-// format: a counter x_total is family x in OpenMetrics; a histogram writes
-// x_bucket, x_sum and x_count.
-func (f *Family) sampleNames() []string { return sampleNamesOf(f.name, f.typ) }
+// format: a counter x_total is family x in OpenMetrics (unless the table has
+// ExactCounterNames); a histogram writes x_bucket, x_sum and x_count.
+func (f *Family) sampleNames() []string {
+	return sampleNamesOf(f.name, f.typ, f.table.opts.ExactCounterNames)
+}
 
-func sampleNamesOf(n string, typ exposition.Type) []string {
+func sampleNamesOf(n string, typ exposition.Type, exactCounters bool) []string {
 	switch typ {
 	case exposition.TypeCounter:
-		if base, ok := trimTotal(n); ok {
+		if base, ok := trimTotal(n); ok && !exactCounters {
 			return []string{n, base}
 		}
 		return []string{n}

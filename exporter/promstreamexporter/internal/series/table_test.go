@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,4 +283,129 @@ func TestAliasLookupWhileDistUpdates(t *testing.T) {
 		}
 		wg.Wait()
 	}
+}
+
+// counterSeries writes one counter series of f (route /a) with a start
+// time and an exemplar, so OpenMetrics has a _created line and an exemplar
+// to write when the family is an OpenMetrics counter.
+func counterSeries(t *testing.T, f *Family, v float64) {
+	t.Helper()
+	key := Key{Context: kong, Attrs: pcommon.NewMap()}
+	key.Attrs.PutStr("route", "/a")
+	s, err := f.Series(1, &key, 1, labelList{{Name: "job", Value: "kong"}, {Name: "route", Value: "/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetCounter(v, 1_700_000_000_000_000_000, 1)
+	s.SetExemplars([]Exemplar{{TraceID: [16]byte{1}, SpanID: [8]byte{2}, Value: 1, Time: 1_700_000_000_500_000_000}})
+}
+
+// TestExactCounterNames: with Options.ExactCounterNames, a counter x and a
+// counter x_total (Envoy's envoy_cluster_upstream_rq and
+// envoy_cluster_upstream_rq_total), or a gauge y and a counter y_total, are
+// two families in either order of arrival. The Prometheus text formats
+// write each as it is; OpenMetrics, where x_total would be family x, writes
+// the clashing counter as an unknown family of its own name (no _created,
+// no exemplar), and Prometheus's parser reads every sample of the text
+// exposition from it. A counter that clashes with nothing (z_total) stays
+// an OpenMetrics counter. Without the option the second family is refused.
+func TestExactCounterNames(t *testing.T) {
+	const text = `# TYPE x counter
+x{job="kong",route="/a"} 1
+# TYPE x_total counter
+x_total{job="kong",route="/a"} 2
+# TYPE y_total counter
+y_total{job="kong",route="/a"} 3
+# TYPE y gauge
+y{job="kong",route="/b"} 4
+# TYPE z_total counter
+z_total{job="kong",route="/a"} 5
+`
+	const om = `# TYPE x unknown
+x{job="kong",route="/a"} 1
+# TYPE x_total unknown
+x_total{job="kong",route="/a"} 2
+# TYPE y_total unknown
+y_total{job="kong",route="/a"} 3
+# TYPE y gauge
+y{job="kong",route="/b"} 4
+# TYPE z counter
+z_total{job="kong",route="/a"} 5 # {trace_id="01000000000000000000000000000000",span_id="0200000000000000"} 1 1700000000.5
+z_created{job="kong",route="/a"} 1700000000.0
+# EOF
+`
+	for _, order := range [][]string{{"x", "x_total"}, {"x_total", "x"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			tbl := New(Options{ExactCounterNames: true})
+			fams := map[string]*Family{}
+			for _, name := range order {
+				f, err := tbl.Family(name, "", exposition.TypeCounter)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				fams[name] = f
+			}
+			y, err := tbl.Family("y_total", "", exposition.TypeCounter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := tbl.Family("y", "", exposition.TypeGauge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			z, err := tbl.Family("z_total", "", exposition.TypeCounter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counterSeries(t, fams["x"], 1)
+			counterSeries(t, fams["x_total"], 2)
+			counterSeries(t, y, 3)
+			set(t, g, 9, "/b", 4, 1)
+			counterSeries(t, z, 5)
+			// Families are written in creation order: x and x_total in order.
+			wantText, wantOM := text, om
+			if order[0] == "x_total" {
+				wantText = swapFirstFamilies(text, 2)
+				wantOM = swapFirstFamilies(om, 2)
+			}
+			gotText := renderQuery(t, tbl, &Query{Format: exposition.FormatText004})
+			if gotText != wantText {
+				t.Fatalf("text 0.0.4:\n%s\nwant:\n%s", gotText, wantText)
+			}
+			gotOM := renderQuery(t, tbl, &Query{Format: exposition.FormatOpenMetrics100})
+			if gotOM != wantOM {
+				t.Fatalf("OpenMetrics:\n%s\nwant:\n%s", gotOM, wantOM)
+			}
+			textSamples := parsedEntries(t, []byte(gotText), "text/plain; version=0.0.4")
+			// _created is a start time, not a sample.
+			omSamples := slices.DeleteFunc(parsedEntries(t, []byte(gotOM), "application/openmetrics-text; version=1.0.0"),
+				func(s string) bool { return strings.Contains(s, "_created") })
+			if strings.Join(textSamples, "\n") != strings.Join(omSamples, "\n") {
+				t.Errorf("OpenMetrics samples differ from text's:\n%s\n---\n%s", strings.Join(omSamples, "\n"), strings.Join(textSamples, "\n"))
+			}
+			protoSamples := parsedEntries(t, []byte(renderQuery(t, tbl, &Query{Format: exposition.FormatProtoDelim})), protoContentType)
+			if strings.Join(textSamples, "\n") != strings.Join(protoSamples, "\n") {
+				t.Errorf("protobuf samples differ from text's:\n%s\n---\n%s", strings.Join(protoSamples, "\n"), strings.Join(textSamples, "\n"))
+			}
+		})
+	}
+	t.Run("default refuses", func(t *testing.T) {
+		for _, order := range [][2]string{{"x", "x_total"}, {"x_total", "x"}} {
+			tbl := New(Options{})
+			if _, err := tbl.Family(order[0], "", exposition.TypeCounter); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tbl.Family(order[1], "", exposition.TypeCounter); !errors.Is(err, ErrTypeConflict) {
+				t.Errorf("%s after %s: err = %v, want ErrTypeConflict", order[1], order[0], err)
+			}
+		}
+	})
+}
+
+// swapFirstFamilies swaps the first two families of a text exposition whose
+// families are n lines each.
+func swapFirstFamilies(body string, n int) string {
+	lines := strings.SplitAfter(body, "\n")
+	out := append(append(append([]string{}, lines[n:2*n]...), lines[:n]...), lines[2*n:]...)
+	return strings.Join(out, "")
 }

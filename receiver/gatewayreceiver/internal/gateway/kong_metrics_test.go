@@ -37,7 +37,7 @@ func TestKongPushThroughPipeline(t *testing.T) {
 	if st.Coarse != 3 {
 		t.Errorf("coarse histograms %d, want the 3 latency families", st.Coarse)
 	}
-	p := newPromPipeline(t)
+	p := newPromPipeline(t, "kong")
 	p.push(t, out)
 	got := p.scrape(t)
 	golden := "testdata/kong/kong-3.14.prom"
