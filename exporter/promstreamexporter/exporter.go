@@ -92,6 +92,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			Unsorted:        cfg.LabelOrder == labelOrderAsReceived,
 			ShortestBounds:  cfg.TextBucketFormat == bucketFormatShortest,
 			Timestamps:      cfg.SendTimestamps,
+			MaxKeptBytes:    cfg.Limits.MaxGzipKeptBytes,
 		}),
 		namer:       newNamer(cfg),
 		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.Limits.MaxConcurrentScrapes)},

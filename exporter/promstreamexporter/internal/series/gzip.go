@@ -3,6 +3,7 @@ package series
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"unsafe"
 
 	"github.com/klauspost/compress/flate"
@@ -144,9 +145,11 @@ func (p *page) fresh(key *pageKey, q *Query) *keptPage {
 // began. It replaces the page's rendering of key unless that one is more
 // recent, else takes a free slot, else replaces the least recently
 // spliced. A page that changed since (its renderings would never be
-// spliced) or was emptied (it is leaving its list) keeps nothing. The
-// caller holds p.mu.
-func (p *page) keep(key *pageKey, gen uint64, began int64, used uint64, z []byte, crc uint32, n uint64) {
+// spliced) or was emptied (it is leaving its list) keeps nothing, and
+// neither does a page whose rendering would take the table's kept bytes
+// past Options.MaxKeptBytes: it drops its stale rendering of key instead.
+// The caller holds p.mu.
+func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64, z []byte, crc uint32, n uint64) {
 	if len(p.series) == 0 || p.gen.Load() != gen {
 		return
 	}
@@ -160,10 +163,11 @@ func (p *page) keep(key *pageKey, gen uint64, began int64, used uint64, z []byte
 			break
 		}
 	}
+	added := false
 	if slot < 0 {
 		if len(p.kept) < keptPerPage {
 			p.kept = append(p.kept, keptPage{})
-			slot = len(p.kept) - 1
+			slot, added = len(p.kept)-1, true
 		} else {
 			slot = 0
 			for i := range p.kept {
@@ -175,40 +179,52 @@ func (p *page) keep(key *pageKey, gen uint64, began int64, used uint64, z []byte
 	}
 	k := &p.kept[slot]
 	buf := k.z[:0]
+	var grow int64
 	if cap(buf) < len(z) || cap(buf) > 2*len(z) {
 		// Exact size: a page keeps it until it changes again, and
 		// append's slack (or what an earlier, larger rendering left)
 		// would be kept with it.
+		grow = int64(len(z)) - int64(cap(buf))
+		buf = nil
+	}
+	if added {
+		grow += int64(keptPageSize)
+	}
+	if max := t.opts.MaxKeptBytes; max > 0 && grow > 0 && t.keptBytes.Load()+grow > max {
+		// Over the bound: the slot's rendering (stale, or none) goes.
+		if added {
+			p.kept = p.kept[:slot]
+		} else {
+			p.dropKept(t, slot)
+		}
+		return
+	}
+	t.keptBytes.Add(grow)
+	if buf == nil {
 		buf = make([]byte, 0, len(z))
 	}
 	*k = keptPage{key: *key, gen: gen, began: began, used: used, n: n, crc: crc, shift: crcShift(n), z: append(buf, z...)}
 }
 
-// KeptBytes returns the memory the table's pages hold in kept compressed
-// renderings: their bytes and their bookkeeping. It takes every family's
-// and page's lock in turn, one at a time; for tests, benchmarks and
-// telemetry, not for a hot path.
-func (t *Table) KeptBytes() int64 {
-	t.mu.RLock()
-	families := append([]*Family(nil), t.families...)
-	t.mu.RUnlock()
-	var n int64
-	var pages []*page
-	for _, f := range families {
-		f.mu.Lock()
-		pages = f.appendPages(pages[:0], &Query{})
-		f.mu.Unlock()
-		for _, p := range pages {
-			p.mu.Lock()
-			n += int64(cap(p.kept)) * int64(keptPageSize)
-			for i := range p.kept {
-				n += int64(cap(p.kept[i].z))
-			}
-			p.mu.Unlock()
-		}
-	}
-	return n
+// dropKept frees the page's kept rendering i. The caller holds p.mu.
+func (p *page) dropKept(t *Table, i int) {
+	t.keptBytes.Add(-int64(cap(p.kept[i].z)) - int64(keptPageSize))
+	p.kept = slices.Delete(p.kept, i, i+1)
 }
+
+// dropAllKept frees every kept rendering of a page leaving its list. The
+// caller holds p.mu.
+func (p *page) dropAllKept(t *Table) {
+	for i := len(p.kept) - 1; i >= 0; i-- {
+		p.dropKept(t, i)
+	}
+	p.kept = nil
+}
+
+// KeptBytes returns the memory the table's pages hold in kept compressed
+// renderings: their bytes and their bookkeeping (bounded by
+// Options.MaxKeptBytes).
+func (t *Table) KeptBytes() int64 { return t.keptBytes.Load() }
 
 // gzipWriter is a Writer's gzip state: the compressor, the compressed bytes
 // not yet written to the scrape's sink, and the running trailer.
@@ -227,6 +243,11 @@ type gzipWriter struct {
 	// spliced counts the kept pages this scrape spliced.
 	spliced int
 }
+
+// GzipWarm reports whether the writer holds a gzip compressor, made by its
+// first gzip scrape and kept for the next: the exporter's tests check that
+// sequential scrapes reuse one slot's.
+func (wr *Writer) GzipWarm() bool { return wr.gz.fw != nil }
 
 // outSink appends what fw writes to the gzipWriter's out.
 type outSink struct{ g *gzipWriter }
@@ -317,7 +338,7 @@ func (wr *Writer) keepable(proto bool) bool {
 // a fragment of its own and keeps it. It returns false, having written
 // nothing, for a page that is not to be kept (a big series, a rendering
 // that may pass flushAt), which writePage then writes into the stream.
-func (wr *Writer) writeKeptPage(f *Family, p *page, q *Query) (bool, error) {
+func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, error) {
 	key := pageKey{created: wr.created, format: q.Format, escaping: q.Escaping}
 	if q.Shards > 1 && (p.bucket == headBucket || !bucketsFor(q.Shards)) {
 		key.shard, key.shards = q.Shard, q.Shards // pageSeries picks
@@ -374,7 +395,7 @@ func (wr *Writer) writeKeptPage(f *Family, p *page, q *Query) (bool, error) {
 	wr.written += int64(n)
 	if wr.held == held {
 		p.mu.Lock()
-		p.keep(&key, gen, q.Began, g.seq, g.out[start:], crc, n)
+		p.keep(t, &key, gen, q.Began, g.seq, g.out[start:], crc, n)
 		p.mu.Unlock()
 	}
 	return true, wr.writeOut(false)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -430,4 +431,161 @@ func TestGzipUnderConcurrentUpdates(t *testing.T) {
 		t.Fatal("once updates stopped, nothing was spliced")
 	}
 	t.Logf("%d pages spliced during updates", spliced)
+}
+
+// gzOps applies the operations ops encodes to z, two bytes each (what,
+// which), scraping with wr between them whenever an op says so and at the
+// end, and fails unless every gzip body decompresses to the plain body of
+// the same state. Scrapes vary the format, shards and ?name[]= filters, so
+// pages are kept under one key and spliced (or not) under another.
+func gzOps(t *testing.T, z *gzTable, wr *Writer, ops []byte) {
+	t.Helper()
+	queries := []Query{
+		{},
+		{Format: exposition.FormatOpenMetrics100, Escaping: exposition.EscapeNone},
+		{Format: exposition.FormatText100, Escaping: exposition.EscapeDots},
+		{Shard: 1, Shards: 4},
+		{Shard: 2, Shards: 3},
+		{Names: map[string]struct{}{"c_total": {}, "h": {}}},
+		{Format: exposition.FormatOpenMetrics100, Names: map[string]struct{}{"g": {}}, Shard: 0, Shards: 2},
+		{Format: exposition.FormatProtoDelim},
+	}
+	now := int64(10)
+	for i := 0; i+1 < len(ops); i += 2 {
+		what, which := int(ops[i]), int(ops[i+1])
+		now++
+		switch what % 10 {
+		case 0:
+			s := z.series(t, z.g, z.gKeys[which*7%len(z.gKeys)])
+			s.SetValue(float64(what), now)
+			if z.withTS {
+				s.SetTimestamp(gzCreated + now)
+			}
+		case 1:
+			z.series(t, z.c, z.cKeys[which%len(z.cKeys)]).SetCounter(float64(what), gzCreated+int64(which%3), now)
+		case 2:
+			z.series(t, z.h, z.hKeys[which%len(z.hKeys)]).UpdateHistogram(now, PointTimes{Created: gzCreated}, distFill{n: 5, v: uint64(what)}, nil)
+		case 3:
+			z.addGauge(t)
+		case 4:
+			k := which * 13 % len(z.gKeys)
+			z.g.Remove(uint64(k), &z.gKeys[k])
+		case 5:
+			z.series(t, z.c, z.cKeys[which%len(z.cKeys)]).SetExemplars([]Exemplar{{TraceID: [16]byte{byte(what)}, Value: float64(which), Time: gzCreated + now}})
+		case 6:
+			if z.withTS && which%2 == 0 { // the timestamp alone
+				z.series(t, z.g, z.gKeys[which*5%len(z.gKeys)]).SetTimestamp(gzCreated + now)
+				continue
+			}
+			z.series(t, z.s, z.sKeys[which%len(z.sKeys)]).UpdateHistogram(now, PointTimes{Created: gzCreated}, distFill{n: 3, v: uint64(what), summary: true}, nil)
+		case 7:
+			// Expire what was not updated in the last which%64 ops.
+			z.tbl.Expire(now - int64(which%64))
+		default:
+			scrapeBoth(t, z.tbl, wr, queries[which%len(queries)])
+		}
+	}
+	for _, q := range queries {
+		scrapeBoth(t, z.tbl, wr, q)
+	}
+}
+
+// TestGzipRandomChanges: random changes of every kind (values, start
+// times, histograms, summaries, exemplars, timestamps, inserts, removals,
+// expiry) between gzip scrapes in every format, shard and name filter:
+// each body is its plain body.
+func TestGzipRandomChanges(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 28))
+			ops := make([]byte, 600)
+			for i := range ops {
+				ops[i] = byte(rng.Uint32())
+			}
+			z := newGzTable(t, Options{Timestamps: seed%2 == 1})
+			wr := &Writer{}
+			gzOps(t, z, wr, ops)
+			if z.tbl.KeptBytes() <= 0 {
+				t.Fatal("nothing kept")
+			}
+			checkKeptBytes(t, z.tbl)
+		})
+	}
+}
+
+// FuzzGzipSplice: any sequence of changes and scrapes (gzOps) gives gzip
+// bodies that are their plain bodies.
+//
+//	go test -run '^$' -fuzz FuzzGzipSplice -fuzztime 1m ./exporter/promstreamexporter/internal/series
+func FuzzGzipSplice(f *testing.F) {
+	f.Add([]byte{8, 0, 8, 0, 0, 1, 8, 0}, false)
+	f.Add([]byte{8, 3, 4, 1, 8, 3, 7, 0, 8, 3, 3, 0, 8, 4}, true)
+	f.Add([]byte{8, 1, 5, 2, 8, 1, 1, 2, 8, 1, 2, 150, 8, 1}, false)
+	f.Fuzz(func(t *testing.T, ops []byte, ts bool) {
+		if len(ops) > 400 {
+			ops = ops[:400]
+		}
+		z := newGzTable(t, Options{Timestamps: ts})
+		gzOps(t, z, &Writer{}, ops)
+		checkKeptBytes(t, z.tbl)
+	})
+}
+
+// checkKeptBytes fails unless the table's count of kept bytes is what its
+// pages hold.
+func checkKeptBytes(t *testing.T, tbl *Table) {
+	t.Helper()
+	var n int64
+	for _, f := range tbl.families {
+		for _, p := range f.appendPages(nil, &Query{}) {
+			for i := range p.kept {
+				n += int64(cap(p.kept[i].z)) + int64(keptPageSize)
+			}
+		}
+	}
+	if got := tbl.KeptBytes(); got != n {
+		t.Fatalf("KeptBytes = %d, the pages hold %d", got, n)
+	}
+}
+
+// TestGzipKeptBytesBound: with Options.MaxKeptBytes the kept renderings
+// stay within it, bodies are still exact, and pages that cannot be kept are
+// compressed anew; pages that leave (removal, expiry) free theirs.
+func TestGzipKeptBytesBound(t *testing.T) {
+	z := newGzTable(t, Options{})
+	scrapeBoth(t, z.tbl, &Writer{}, Query{})
+	all := z.tbl.KeptBytes()
+	checkKeptBytes(t, z.tbl)
+	for _, bound := range []int64{1, all / 3} {
+		z := newGzTable(t, Options{MaxKeptBytes: bound})
+		wr := &Writer{}
+		for _, q := range gzFormats {
+			scrapeBoth(t, z.tbl, wr, q)
+			scrapeBoth(t, z.tbl, wr, q)
+			if got := z.tbl.KeptBytes(); got > bound {
+				t.Fatalf("bound %d: %d bytes kept", bound, got)
+			}
+			checkKeptBytes(t, z.tbl)
+		}
+		if bound == 1 && wr.gz.spliced != 0 {
+			t.Fatalf("bound 1: %d pages spliced", wr.gz.spliced)
+		}
+		if bound > 1 && z.tbl.KeptBytes() == 0 {
+			t.Fatalf("bound %d: nothing kept", bound)
+		}
+	}
+	// Half the gauges removed, then everything but the counters (stamped
+	// far ahead) expired: their pages leave, with their kept bytes.
+	for i, k := range z.gKeys {
+		if i%2 == 0 {
+			z.g.Remove(uint64(i), &k)
+		}
+	}
+	z.series(t, z.c, z.cKeys[0])
+	z.tbl.Expire(2)
+	checkKeptBytes(t, z.tbl)
+	if got := z.tbl.KeptBytes(); got >= all {
+		t.Fatalf("after every gauge left, %d bytes kept, %d before", got, all)
+	}
+	scrapeBoth(t, z.tbl, &Writer{}, Query{})
 }

@@ -174,7 +174,7 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 				return wr.written, err
 			}
 			if keepable {
-				if done, err := wr.writeKeptPage(f, p, q); done || err != nil {
+				if done, err := wr.writeKeptPage(t, f, p, q); done || err != nil {
 					if err != nil {
 						return wr.written, err
 					}

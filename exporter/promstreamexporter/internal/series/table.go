@@ -452,6 +452,9 @@ type Table struct {
 	// gzipScrapes counts gzip scrapes: which of a page's kept renderings
 	// was spliced least recently (gzip.go).
 	gzipScrapes atomic.Uint64
+	// keptBytes is what the pages' kept renderings hold (gzip.go),
+	// bounded by opts.MaxKeptBytes.
+	keptBytes atomic.Int64
 }
 
 // Options shape a table's rendering; the zero value is the default.
@@ -475,6 +478,10 @@ type Options struct {
 	// formats and protobuf (timestamp_ms), seconds in OpenMetrics. Samples
 	// without one (0) are written without.
 	Timestamps bool
+	// MaxKeptBytes bounds the memory of the compressed pages gzip scrapes
+	// keep to splice into the next one (gzip.go): past it, pages are
+	// compressed anew on every gzip scrape. 0: no limit.
+	MaxKeptBytes int64
 }
 
 // New returns an empty table.
@@ -1250,6 +1257,9 @@ func (f *Family) unindexLocked(s *Series) {
 // its bucket's (a scan of the page pointers, PageSize times fewer than the
 // series); the caller holds f.mu.
 func (f *Family) dropPageLocked(p *page) {
+	p.mu.Lock()
+	p.dropAllKept(f.table)
+	p.mu.Unlock()
 	list := f.pageList(p)
 	if i := slices.Index(*list, p); i >= 0 {
 		*list = slices.Delete(*list, i, i+1)
