@@ -22,13 +22,13 @@ import (
 // (so shard scrapes read buckets) and within it, with the keys that find
 // them again.
 type gzTable struct {
-	tbl                *Table
-	g, c, h, s         *Family
-	gKeys, cKeys       []Key
-	hKeys, sKeys       []Key
-	ctx                *Context
-	withTS             bool
-	nextGauge, version int
+	tbl          *Table
+	g, c, h, s   *Family
+	gKeys, cKeys []Key
+	hKeys, sKeys []Key
+	ctx          *Context
+	withTS       bool
+	nextGauge    int
 }
 
 const gzCreated = 1_700_000_000_000_000_000
@@ -218,7 +218,13 @@ func TestGzipBodyIsThePlainBody(t *testing.T) {
 	}
 	for _, o := range []Options{{}, {Timestamps: true}} {
 		for _, limits := range [][2]int{{0, 0}, {1, 1}, {4096, 1 << 40}} {
-			for _, q := range gzFormats {
+			for i, q := range gzFormats {
+				// The writer's cuts at every size in three formats (text,
+				// OpenMetrics escaped, protobuf), without timestamps: a
+				// lean suite under the race detector.
+				if limits[0] != 0 && (o.Timestamps || i == 1 || i == 2) {
+					continue
+				}
 				t.Run(fmt.Sprintf("%s/escaping %d/timestamps=%v/flush %d big %d", q.Format, q.Escaping, o.Timestamps, limits[0], limits[1]), func(t *testing.T) {
 					z := newGzTable(t, o)
 					wr := &Writer{flushLimit: limits[0], bigLimit: limits[1]}
