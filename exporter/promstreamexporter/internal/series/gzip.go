@@ -142,14 +142,15 @@ func (p *page) fresh(key *pageKey, q *Query) *keptPage {
 }
 
 // keep stores a rendering of key made at gen by a scrape that began at
-// began. It replaces the page's rendering of key unless that one is more
+// began: its fragment z, the CRC of its n uncompressed bytes and their
+// crcShift. It replaces the page's rendering of key unless that one is more
 // recent, else takes a free slot, else replaces the least recently
 // spliced. A page that changed since (its renderings would never be
 // spliced) or was emptied (it is leaving its list) keeps nothing, and
 // neither does a page whose rendering would take the table's kept bytes
 // past Options.MaxKeptBytes: it drops its stale rendering of key instead.
 // The caller holds p.mu.
-func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64, z []byte, crc uint32, n uint64) {
+func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64, z []byte, crc, shift uint32, n uint64) {
 	if len(p.series) == 0 || p.gen.Load() != gen {
 		return
 	}
@@ -203,7 +204,7 @@ func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64
 	if buf == nil {
 		buf = make([]byte, 0, len(z))
 	}
-	*k = keptPage{key: *key, gen: gen, began: began, used: used, n: n, crc: crc, shift: crcShift(n), z: append(buf, z...)}
+	*k = keptPage{key: *key, gen: gen, began: began, used: used, n: n, crc: crc, shift: shift, z: append(buf, z...)}
 }
 
 // dropKept frees the page's kept rendering i. The caller holds p.mu.
@@ -390,12 +391,13 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	_ = g.fw.Flush()
 	g.fw.Reset(g.sink)
 	wr.buf = wr.buf[:0]
-	g.crc = crcCombine(g.crc, crc, crcShift(n))
+	shift := crcShift(n) // once: the page keeps it
+	g.crc = crcCombine(g.crc, crc, shift)
 	g.size += n
 	wr.written += int64(n)
 	if wr.held == held {
 		p.mu.Lock()
-		p.keep(t, &key, gen, q.Began, g.seq, g.out[start:], crc, n)
+		p.keep(t, &key, gen, q.Began, g.seq, g.out[start:], crc, shift, n)
 		p.mu.Unlock()
 	}
 	return true, wr.writeOut(false)
