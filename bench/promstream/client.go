@@ -32,6 +32,7 @@ type Response struct {
 	Status   int
 	Bytes    int64 // body bytes as sent (compressed if Gzip)
 	Gzip     bool  // Content-Encoding: gzip
+	Zstd     bool  // Content-Encoding: zstd
 	Chunked  bool
 	Chunks   int           // chunks in a chunked body (net/http allocates 8 bytes per chunk header it writes)
 	Duration time.Duration // request written → last body byte read
@@ -61,8 +62,27 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Request renders a GET of path (with its query) offering encoding ("" for
+// none) in Accept-Encoding, for Do.
+func (c *Client) Request(path, encoding string) []byte {
+	req := "GET " + path + " HTTP/1.1\r\nHost: " + c.addr + "\r\nUser-Agent: promstream-bench\r\nAccept: " + Accept + "\r\n"
+	if encoding != "" {
+		req += "Accept-Encoding: " + encoding + "\r\n"
+	}
+	return []byte(req + "\r\n")
+}
+
 // Scrape GETs /metrics and copies the body to sink (nil: discard).
 func (c *Client) Scrape(gzip bool, sink io.Writer) (Response, error) {
+	req := c.reqs[0]
+	if gzip {
+		req = c.reqs[1]
+	}
+	return c.Do(req, sink)
+}
+
+// Do sends req (from Request) and copies the body to sink (nil: discard).
+func (c *Client) Do(req []byte, sink io.Writer) (Response, error) {
 	var resp Response
 	if c.conn == nil {
 		conn, err := c.dial(c.addr)
@@ -75,10 +95,6 @@ func (c *Client) Scrape(gzip bool, sink io.Writer) (Response, error) {
 		} else {
 			c.br.Reset(conn)
 		}
-	}
-	req := c.reqs[0]
-	if gzip {
-		req = c.reqs[1]
 	}
 	start := time.Now()
 	if err := c.conn.SetDeadline(start.Add(2 * time.Minute)); err != nil {
@@ -121,6 +137,7 @@ func (c *Client) Scrape(gzip bool, sink io.Writer) (Response, error) {
 			resp.Chunked = bytes.EqualFold(value, []byte("chunked"))
 		case bytes.EqualFold(name, []byte("Content-Encoding")):
 			resp.Gzip = bytes.EqualFold(value, []byte("gzip"))
+			resp.Zstd = bytes.EqualFold(value, []byte("zstd"))
 		case bytes.EqualFold(name, []byte("Connection")):
 			closeAfter = bytes.EqualFold(value, []byte("close"))
 		}

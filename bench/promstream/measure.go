@@ -6,13 +6,18 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 // Fetch scrapes once and returns the (decompressed) body.
@@ -351,4 +356,133 @@ func MeasureRetained(key string, w Workload) (Retained, error) {
 		r.PrefixLen = float64(e.RequestPrefixBytes) / float64(n)
 	}
 	return r, nil
+}
+
+// Encoded is one kind of scrape of MeasureEncodings: the median wall time
+// and process CPU of its scrapes, and its body bytes on the wire.
+type Encoded struct {
+	Wall, CPU time.Duration
+	Bytes     int64
+	N         int
+	// Encoding is the Content-Encoding answered ("" for none).
+	Encoding string
+}
+
+// EncodingShards is the shard count MeasureEncodings scrapes.
+const EncodingShards = 4
+
+// Change says what changes before each scrape of MeasureEncodings.
+type Change int
+
+const (
+	// Unchanged: nothing (the table as loaded).
+	Unchanged Change = iota
+	// EighthOfRoutes: the request counters and latency histograms of one
+	// route in 8 (every 8th), new values.
+	EighthOfRoutes
+	// AllRoutes: the request counters and latency histograms of every
+	// route, new values (the health gauges, a third of the lines, stay).
+	AllRoutes
+)
+
+// ScrapeKind is one kind of scrape: its encoding and shard.
+type ScrapeKind struct {
+	Encoding string // Accept-Encoding: "", "gzip" or "zstd"
+	Shard    int    // -1: the whole table
+}
+
+// MeasureEncodings scrapes s in every kind (whole plain, gzip and zstd;
+// each of EncodingShards shards plain and gzip) after each change, n
+// rounds of each, the kinds interleaved within a round so that the
+// machine's noise falls on all alike. A changing case consumes its batch
+// (untimed) before every scrape, so each scrape finds the change new.
+// CPU is this process's (getrusage) across the scrape: the server's, plus
+// the client reading the body; a changing case runs a GC after its batch,
+// so that the batch's garbage is not collected during the scrape.
+func MeasureEncodings(s *Server, w Workload, n int, changes []Change) (map[Change]map[ScrapeKind]Encoded, error) {
+	kinds := []ScrapeKind{{"", -1}, {"gzip", -1}, {"zstd", -1}}
+	for i := range EncodingShards {
+		kinds = append(kinds, ScrapeKind{"", i}, ScrapeKind{"gzip", i})
+	}
+	c := NewClient(s.Addr)
+	defer c.Close()
+	reqs := make(map[ScrapeKind][]byte, len(kinds))
+	for _, k := range kinds {
+		path := "/metrics"
+		if k.Shard >= 0 {
+			path += "?shard=" + strconv.Itoa(k.Shard) + "&shards=" + strconv.Itoa(EncodingShards)
+		}
+		reqs[k] = c.Request(path, k.Encoding)
+	}
+	out := make(map[Change]map[ScrapeKind]Encoded, len(changes))
+	bump := 1_000_000 // past what MeasureIngest's batches used
+	for _, change := range changes {
+		if change != Unchanged && s.Consume == nil {
+			continue
+		}
+		var batch func() pmetric.Metrics
+		switch change {
+		case EighthOfRoutes:
+			batch = func() pmetric.Metrics { return w.routeBatchEvery(8, bump) }
+		case AllRoutes:
+			batch = func() pmetric.Metrics { return w.RouteBatch(0, w.Routes, bump) }
+		}
+		wall := make(map[ScrapeKind][]time.Duration, len(kinds))
+		cpu := make(map[ScrapeKind][]time.Duration, len(kinds))
+		res := make(map[ScrapeKind]Encoded, len(kinds))
+		for round := -1; round < n; round++ { // round -1: warm-up
+			for _, k := range kinds {
+				if batch != nil {
+					bump++
+					if err := s.Consume(context.Background(), batch()); err != nil {
+						return nil, err
+					}
+					// The batch's garbage collected now, not by background
+					// workers during the scrape, whose CPU they would add to.
+					runtime.GC()
+				}
+				c0 := processCPU()
+				resp, err := c.Do(reqs[k], nil)
+				if err != nil {
+					return nil, fmt.Errorf("%+v: %w", k, err)
+				}
+				used := processCPU() - c0
+				if round < 0 {
+					continue
+				}
+				wall[k] = append(wall[k], resp.Duration)
+				cpu[k] = append(cpu[k], used)
+				e := res[k]
+				e.Bytes, e.N = resp.Bytes, len(wall[k])
+				switch {
+				case resp.Gzip:
+					e.Encoding = "gzip"
+				case resp.Zstd:
+					e.Encoding = "zstd"
+				}
+				res[k] = e
+			}
+		}
+		for _, k := range kinds {
+			e := res[k]
+			e.Wall, e.CPU = median(wall[k]), median(cpu[k])
+			res[k] = e
+		}
+		out[change] = res
+	}
+	return out, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// processCPU returns the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

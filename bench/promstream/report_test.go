@@ -30,7 +30,15 @@ type result struct {
 	gzAllocs Allocs
 	idle     *Latencies
 	busy     *Latencies
+	enc      map[Change]map[ScrapeKind]Encoded
 }
+
+// encodingRuns is how many rounds of each kind of scrape MeasureEncodings
+// makes for ours.
+const encodingRuns = 9
+
+// encodingChanges are the cases MeasureEncodings measures.
+var encodingChanges = []Change{Unchanged, EighthOfRoutes, AllRoutes}
 
 // TestReport runs every contender once, one at a time (each is shut down
 // before the next starts), and prints the comparison table with ratios
@@ -110,6 +118,16 @@ func TestReport(t *testing.T) {
 				}
 				r.idle, r.busy = &idle, &busy
 			}
+			if key == Ours {
+				if r.enc, err = MeasureEncodings(s, w, encodingRuns, encodingChanges); err != nil {
+					t.Fatalf("%s encodings: %v", key, err)
+				}
+				for _, c := range encodingChanges {
+					if e := r.enc[c][ScrapeKind{"zstd", -1}]; e.Encoding != "zstd" {
+						t.Errorf("%s: a zstd scrape was answered with Content-Encoding %q", key, e.Encoding)
+					}
+				}
+			}
 		}()
 	}
 	retOurs, err := MeasureRetained(Ours, w)
@@ -141,6 +159,30 @@ func TestReport(t *testing.T) {
 		t.Error(err)
 	}
 	printReport(os.Stdout, w, results, retOurs, retContrib, smallExpo, smallAllocs)
+}
+
+// TestEncodings prints only the report's table of ours by encoding and
+// shard (printEncodings), for a quicker look than the whole report. Run
+// with -v.
+func TestEncodings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes about a minute")
+	}
+	closeCurrent(t)
+	s, err := Start(Ours, Kong10k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	enc, err := MeasureEncodings(s, Kong10k, encodingRuns, encodingChanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printEncodings(os.Stdout, enc)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
@@ -241,6 +283,8 @@ func printReport(out io.Writer, w Workload, rs map[string]*result, retOurs, retC
 		p("client_golang/ours gzip: n/a, ours does not support gzip (target ≥ 8x): MISSED\n\n")
 	}
 
+	printEncodings(out, ours.enc)
+
 	p("-- ingest isolation: ConsumeMetrics of a %d-route batch (30 counter + 10 histogram points, existing series), 200µs apart --\n", IngestBatchRoutes)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "contender\tcalls idle\tidle p50\tidle p99\tidle max\tcalls busy\tscrapes\tbusy p50\tbusy p99\tbusy max\tcalls > 1 ms\tp99 busy/idle\ttarget\tresult\tbusy: mutex wait, max sched delay, GCs\t")
@@ -274,4 +318,84 @@ func printReport(out io.Writer, w Workload, rs map[string]*result, retOurs, retC
 	}
 	tw.Flush()
 	p("%s\n", strings.Repeat("=", 40))
+}
+
+var changeTitles = map[Change]string{
+	Unchanged:      "nothing changed",
+	EighthOfRoutes: "1 route in 8 changed",
+	AllRoutes:      "every route changed",
+}
+
+// printEncodings prints ours' scrapes by encoding and shard (issue 28
+// items 4 and 7): gzip and zstd against plain, and each shard against the
+// whole, in wall time and CPU, every figure from the same interleaved run.
+func printEncodings(out io.Writer, enc map[Change]map[ScrapeKind]Encoded) {
+	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
+	p("-- ours by encoding and shard (median of %d rounds, kinds interleaved; before each scrape of a changing case its batch\n", encodingRuns)
+	p("   is consumed, untimed; cpu = this process's getrusage across the scrape: the server, plus the client reading the body) --\n")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "change\tscrape\twall\tcpu\tbytes on wire\twall vs plain\tcpu vs plain\t")
+	name := func(k ScrapeKind) string {
+		e := k.Encoding
+		if e == "" {
+			e = "plain"
+		}
+		if k.Shard >= 0 {
+			return fmt.Sprintf("%s shard %d/%d", e, k.Shard, EncodingShards)
+		}
+		return e
+	}
+	for _, c := range encodingChanges {
+		m := enc[c]
+		if m == nil {
+			continue
+		}
+		for _, k := range []ScrapeKind{{"", -1}, {"gzip", -1}, {"zstd", -1}} {
+			e, plain := m[k], m[ScrapeKind{"", -1}]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2fx\t%.2fx\t\n", changeTitles[c], name(k), ms(e.Wall), ms(e.CPU), e.Bytes,
+				float64(e.Wall)/float64(plain.Wall), float64(e.CPU)/float64(plain.CPU))
+		}
+	}
+	tw.Flush()
+	for _, c := range encodingChanges {
+		m := enc[c]
+		if m == nil {
+			continue
+		}
+		plain, gz, zs := m[ScrapeKind{"", -1}], m[ScrapeKind{"gzip", -1}], m[ScrapeKind{"zstd", -1}]
+		rw, rc := float64(gz.Wall)/float64(plain.Wall), float64(gz.CPU)/float64(plain.CPU)
+		p("gzip/plain, %s: %.2fx wall, %.2fx cpu (target ≤ 1.5x): %s; zstd/plain beside it: %.2fx wall, %.2fx cpu\n",
+			changeTitles[c], rw, rc, verdict(rw <= 1.5 && rc <= 1.5), float64(zs.Wall)/float64(plain.Wall), float64(zs.CPU)/float64(plain.CPU))
+	}
+	p("\n")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "change\tencoding\twhole cpu\tshard cpu (each)\tshard/whole cpu mean\tmax\tshard/whole wall mean\ttarget\tresult\t")
+	for _, c := range encodingChanges {
+		m := enc[c]
+		if m == nil {
+			continue
+		}
+		for _, e := range []string{"", "gzip"} {
+			whole := m[ScrapeKind{e, -1}]
+			var each []string
+			var sumCPU, maxCPU, sumWall float64
+			for i := range EncodingShards {
+				sh := m[ScrapeKind{e, i}]
+				each = append(each, ms(sh.CPU))
+				f := float64(sh.CPU) / float64(whole.CPU)
+				sumCPU += f
+				maxCPU = max(maxCPU, f)
+				sumWall += float64(sh.Wall) / float64(whole.Wall)
+			}
+			mean := sumCPU / EncodingShards
+			label := e
+			if label == "" {
+				label = "plain"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t≤ 0.27\t%s\t\n", changeTitles[c], label, ms(whole.CPU), strings.Join(each, ", "),
+				mean, maxCPU, sumWall/EncodingShards, verdict(mean <= 0.27))
+		}
+	}
+	tw.Flush()
+	p("\n")
 }

@@ -318,3 +318,16 @@ func putLabels(m pcommon.Map, names, values []string) {
 		m.PutStr(n, values[i])
 	}
 }
+
+// routeBatchEvery builds a batch like RouteBatch's for every nth route.
+func (w Workload) routeBatchEvery(nth, bump int) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
+	start := pcommon.NewTimestampFromTime(time.Unix(1_700_000_000, 0))
+	now := pcommon.NewTimestampFromTime(time.Now())
+	for r := 0; r < w.Routes; r += nth {
+		appendRequests(ms, w, r, r+1, bump, start, now)
+		appendLatency(ms, w, r, r+1, bump, start, now)
+	}
+	return md
+}

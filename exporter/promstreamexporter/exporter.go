@@ -96,6 +96,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			// compatibility: envoy (envoy_cluster_upstream_rq beside
 			// envoy_cluster_upstream_rq_total).
 			ExactCounterNames: cfg.exactCounterNames,
+			MaxKeptBytes:      cfg.Limits.MaxGzipKeptBytes,
 		}),
 		namer:       newNamer(cfg),
 		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.Limits.MaxConcurrentScrapes)},

@@ -142,7 +142,7 @@ func TestSequentialScrapesShareOneSlot(t *testing.T) {
 	}
 	warm := 0
 	for _, s := range e.slots.free {
-		if s.gzip != nil {
+		if s.writer.GzipWarm() {
 			warm++
 		}
 	}

@@ -96,6 +96,7 @@ func (s *Series) SetExemplars(ex []Exemplar) {
 	for _, e := range ex {
 		s.ex.put(0, e)
 	}
+	s.page.touch()
 	s.page.mu.Unlock()
 }
 

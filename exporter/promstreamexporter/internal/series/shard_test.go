@@ -111,7 +111,8 @@ func kongTable(tb testing.TB, o Options, list []kongSeries) *Table {
 }
 
 // BenchmarkShardScrape renders the 200,000-series Kong table whole, then each
-// of 4 shards (?shard=I&shards=4), in text 0.0.4 and protobuf. Besides
+// of 4 shards (?shard=I&shards=4), in text 0.0.4 and protobuf, and gzip'd
+// text with pages unchanged and changed. Besides
 // ns/op (wall) it reports cpu-ns/op, the process's CPU time per scrape
 // (getrusage; the benchmark allocates next to nothing, so that is the
 // scrape's), and for each shard x-whole-cpu and x-whole, its CPU and wall
@@ -121,10 +122,19 @@ func kongTable(tb testing.TB, o Options, list []kongSeries) *Table {
 //	go test -run '^$' -bench ShardScrape -count 6 ./exporter/promstreamexporter/internal/series
 func BenchmarkShardScrape(b *testing.B) {
 	tbl := kong200k(b, Options{})
+	var pages []*page
+	for _, f := range tbl.families {
+		pages = f.appendPages(pages, &Query{})
+	}
+	// gzip: text gzip'd by the writer (Query.Gzip), every page unchanged
+	// since the scrape before (spliced); gzip-changed: every page changed
+	// before each scrape (rendered and compressed anew).
 	formats := []struct {
-		name string
-		f    exposition.Format
-	}{{"text", exposition.FormatText004}, {"proto", exposition.FormatProtoDelim}}
+		name          string
+		f             exposition.Format
+		gzip, changed bool
+	}{{"text", exposition.FormatText004, false, false}, {"proto", exposition.FormatProtoDelim, false, false},
+		{"gzip", exposition.FormatText004, true, false}, {"gzip-changed", exposition.FormatText004, true, true}}
 	for _, fm := range formats {
 		// One scrape first: the first of each format fills lazy caches
 		// (le texts, protobuf label pairs).
@@ -138,9 +148,19 @@ func BenchmarkShardScrape(b *testing.B) {
 				var w Writer
 				var sink countingWriter
 				ctx := context.Background()
+				if fm.gzip { // the pages this query keeps
+					if _, err := w.WriteTo(ctx, tbl, &sink, q); err != nil {
+						b.Fatal(err)
+					}
+				}
 				b.ReportAllocs()
 				cpu := processCPU()
 				for b.Loop() {
+					if fm.changed {
+						for _, p := range pages {
+							p.touch()
+						}
+					}
 					sink.n = 0
 					if _, err := w.WriteTo(ctx, tbl, &sink, q); err != nil {
 						b.Fatal(err)
@@ -163,9 +183,9 @@ func BenchmarkShardScrape(b *testing.B) {
 				}
 			})
 		}
-		run("whole", &Query{Format: fm.f})
+		run("whole", &Query{Format: fm.f, Gzip: fm.gzip})
 		for i := range uint64(4) {
-			run("shard"+strconv.FormatUint(i, 10)+"of4", &Query{Format: fm.f, Shard: i, Shards: 4})
+			run("shard"+strconv.FormatUint(i, 10)+"of4", &Query{Format: fm.f, Shard: i, Shards: 4, Gzip: fm.gzip})
 		}
 	}
 }

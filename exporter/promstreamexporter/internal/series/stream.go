@@ -61,6 +61,9 @@ type Query struct {
 	// too recently for it are left out (Series.createdFor). 0 writes every
 	// series.
 	Began int64
+	// Gzip writes the body gzip'd, splicing in the compressed pages
+	// earlier gzip scrapes kept when they did not change (gzip.go).
+	Gzip bool
 }
 
 // ErrDeadline is returned by WriteTo when the query's deadline passed.
@@ -112,6 +115,8 @@ type Writer struct {
 	// held counts the series the scrape left out as created too recently
 	// for it (Series.createdFor).
 	held int
+	// gz is the gzip state of a Query.Gzip scrape (gzip.go).
+	gz gzipWriter
 }
 
 // Held returns how many series the last WriteTo left out as created too
@@ -134,7 +139,7 @@ func (wr *Writer) bigSize() uint64 {
 }
 
 // WriteTo streams the families q selects to w and returns the number of
-// bytes written. It writes to w whenever its buffer passes flushAt (1 MiB),
+// bytes written (before compression, with Query.Gzip). It writes to w whenever its buffer passes flushAt (1 MiB),
 // and never while it holds a lock; between pages, and between pieces of a
 // big series, it checks ctx and q's deadline, so a scrape whose deadline
 // passed or whose client left stops at once. When a write fails or ctx
@@ -147,6 +152,9 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 	wr.w, wr.written, wr.held = w, 0, 0
 	defer wr.release()
 	wr.buf = wr.buf[:0]
+	if q.Gzip {
+		wr.beginGzip(t)
+	}
 	proto := q.Format.Spec().Body.Proto
 	for _, f := range wr.families {
 		if !q.selects(f) || f.hidden&(1<<q.Escaping) != 0 {
@@ -160,9 +168,18 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 			continue
 		}
 		wr.beginFamily(f, q, proto)
+		keepable := wr.keepable(proto)
 		for _, p := range wr.pages {
 			if err := checkScrape(ctx, q); err != nil {
 				return wr.written, err
+			}
+			if keepable {
+				if done, err := wr.writeKeptPage(t, f, p, q); done || err != nil {
+					if err != nil {
+						return wr.written, err
+					}
+					continue
+				}
 			}
 			if err := wr.writePage(ctx, f, p, q, proto); err != nil {
 				return wr.written, err
@@ -170,6 +187,9 @@ func (wr *Writer) WriteTo(ctx context.Context, t *Table, w io.Writer, q *Query) 
 		}
 	}
 	wr.buf = append(wr.buf, q.Format.Spec().Body.Trailer...)
+	if q.Gzip {
+		return wr.written, wr.endGzip()
+	}
 	return wr.written, wr.flush()
 }
 
@@ -184,6 +204,10 @@ func (wr *Writer) release() {
 	wr.snap.release()
 	if cap(wr.buf) > maxRetained {
 		wr.buf = nil
+	}
+	wr.gz.on = false
+	if cap(wr.gz.out) > maxRetained {
+		wr.gz.out = nil
 	}
 	wr.seen.release()
 }
@@ -200,8 +224,14 @@ func checkScrape(ctx context.Context, q *Query) error {
 	return nil
 }
 
-// flush writes the buffer to the scrape's sink.
+// flush writes the buffer to the scrape's sink; in a gzip scrape, it
+// compresses the buffer, and writes once the compressed bytes pass
+// flushAt.
 func (wr *Writer) flush() error {
+	if wr.gz.on {
+		wr.compressBuf()
+		return wr.writeOut(false)
+	}
 	if len(wr.buf) == 0 {
 		return nil
 	}

@@ -323,6 +323,7 @@ func (s *Series) utf8() string {
 // SetValue stores the value of a gauge or counter series.
 func (s *Series) SetValue(v float64, now int64) {
 	s.bits.Store(math.Float64bits(v))
+	s.page.touch()
 	s.updated.Store(now)
 }
 
@@ -333,6 +334,7 @@ func (s *Series) SetValue(v float64, now int64) {
 func (s *Series) SetCounter(v float64, created, now int64) {
 	s.setCreated(created, now)
 	s.bits.Store(math.Float64bits(v))
+	s.page.touch()
 	s.updated.Store(now)
 }
 
@@ -379,7 +381,10 @@ func (s *Series) createdFor(q *Query) (int64, bool) {
 // (unix nanoseconds; 0: unknown), written with Options.Timestamps. A scrape
 // racing an update may pair the new value with the previous timestamp, for
 // that one scrape.
-func (s *Series) SetTimestamp(unixNano int64) { s.ts.Store(unixNano) }
+func (s *Series) SetTimestamp(unixNano int64) {
+	s.ts.Store(unixNano)
+	s.page.touch()
+}
 
 // DistFiller writes a distribution's new values. An interface rather than a
 // closure, so updating a histogram allocates nothing.
@@ -420,6 +425,7 @@ func (s *Series) UpdateHistogram(now int64, t PointTimes, fill DistFiller, ex []
 		s.ts.Store(t.Timestamp)
 	}
 	s.histogramExemplars(s.dist, ex)
+	s.page.touch()
 	s.page.mu.Unlock()
 	s.updated.Store(now)
 }
@@ -449,6 +455,12 @@ type Table struct {
 	count     atomic.Int64
 	max       int64
 	opts      Options
+	// gzipScrapes counts gzip scrapes: which of a page's kept renderings
+	// was spliced least recently (gzip.go).
+	gzipScrapes atomic.Uint64
+	// keptBytes is what the pages' kept renderings hold (gzip.go),
+	// bounded by opts.MaxKeptBytes.
+	keptBytes atomic.Int64
 }
 
 // Options shape a table's rendering; the zero value is the default.
@@ -485,6 +497,10 @@ type Options struct {
 	// x_total and a family x refuse each other (ErrTypeConflict) in every
 	// format.
 	ExactCounterNames bool
+	// MaxKeptBytes bounds the memory of the compressed pages gzip scrapes
+	// keep to splice into the next one (gzip.go): past it, pages are
+	// compressed anew on every gzip scrape. 0: no limit.
+	MaxKeptBytes int64
 }
 
 // New returns an empty table.
@@ -702,6 +718,14 @@ type page struct {
 	// bucket is the bucket whose page list holds the page, or headBucket
 	// (bucket.go); fixed at creation.
 	bucket int
+	// gen versions what the page renders, for the compressed renderings
+	// gzip scrapes keep (gzip.go): odd once anything it renders changed
+	// (touch), made even again by the next scrape that renders it
+	// (settle). It only grows.
+	gen atomic.Uint64
+	// kept are the page's kept compressed renderings (gzip.go), at most
+	// keptPerPage; guarded by mu.
+	kept []keptPage
 }
 
 // remove deletes the series at i, keeping the order of the others; the
@@ -709,6 +733,7 @@ type page struct {
 func (p *page) remove(i int) {
 	p.series = slices.Delete(p.series, i, i+1)
 	p.hashes = slices.Delete(p.hashes, i, i+1)
+	p.touch()
 }
 
 func newFamily(t *Table, name, help string, typ exposition.Type) *Family {
@@ -1116,6 +1141,7 @@ func (f *Family) insertLocked(s *Series, shard uint64) {
 	s.page = p
 	p.series = append(growColumn(p.series, size), s)
 	p.hashes = append(growColumn(p.hashes, size), shard)
+	p.touch()
 	p.mu.Unlock()
 }
 
@@ -1227,6 +1253,7 @@ func (t *Table) Expire(cutoff int64) int {
 			}
 			clear(p.series[kept:])
 			p.series, p.hashes = p.series[:kept], p.hashes[:kept]
+			p.touch()
 			for _, s := range gone {
 				f.unindexLocked(s)
 			}
@@ -1282,6 +1309,9 @@ func (f *Family) unindexLocked(s *Series) {
 // its bucket's (a scan of the page pointers, PageSize times fewer than the
 // series); the caller holds f.mu.
 func (f *Family) dropPageLocked(p *page) {
+	p.mu.Lock()
+	p.dropAllKept(f.table)
+	p.mu.Unlock()
 	list := f.pageList(p)
 	if i := slices.Index(*list, p); i >= 0 {
 		*list = slices.Delete(*list, i, i+1)
