@@ -83,3 +83,38 @@ func TestStreamIndexAgainstAMap(t *testing.T) {
 		check("after more inserts")
 	}
 }
+
+// TestStreamIndexLoad: an index holds up to 7/8 of its slots before it
+// doubles (indexLoadNum), so the 1,562 keys a shard holds at 100k streams
+// fit 2,048 slots, not 4,096 (as at 3/4): the memory a creation burst
+// writes. Every key is still found after the growths.
+func TestStreamIndexLoad(t *testing.T) {
+	var sh shard
+	d := &metricDesc{id: 1}
+	var set identity.Set
+	streams := make([]*stream, 0, 1792)
+	for i := range 1792 { // 7/8 of 2,048
+		h := identity.Combine(uint64(i), 7)
+		_, slot := sh.find(d.id, h, set)
+		s := sh.newStream(d, h, set)
+		sh.insert(s, slot)
+		streams = append(streams, s)
+		if i == 1561 && len(sh.streams.slots) != 2048 {
+			t.Fatalf("1,562 keys in %d slots, want 2,048", len(sh.streams.slots))
+		}
+	}
+	if len(sh.streams.slots) != 2048 {
+		t.Fatalf("1,792 keys (7/8) in %d slots, want 2,048", len(sh.streams.slots))
+	}
+	for _, s := range streams {
+		if got, _ := sh.find(d.id, s.h, set); got != s {
+			t.Fatalf("stream of hash %x not found", s.h)
+		}
+	}
+	h := identity.Combine(1792, 7)
+	_, slot := sh.find(d.id, h, set)
+	sh.insert(sh.newStream(d, h, set), slot)
+	if len(sh.streams.slots) != 4096 {
+		t.Fatalf("one key past 7/8: %d slots, want 4,096", len(sh.streams.slots))
+	}
+}
