@@ -35,7 +35,7 @@ unit:
 # The end-to-end test starts the ocb-built collector and a real Prometheus
 # (Debian's 2.42, and Prometheus 3 for the tests of how its users run it).
 e2e: $(DIST) prometheus prometheus3
-	cd e2e && OTELCOL_BIN=$(CURDIR)/$(DIST) PROMETHEUS3_BIN=$(PROM3) $(GO) test -race -count=1 -timeout 15m -v ./...
+	cd e2e && OTELCOL_BIN=$(CURDIR)/$(DIST) PROMETHEUS3_BIN=$(PROM3) $(GO) test -race -count=1 -timeout 25m -v ./...
 
 # The soak test (e2e/soak_test.go, build tag soak, never part of `make test`):
 # sustained good and hostile traffic, a table per minute, exact good counts
