@@ -95,7 +95,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		ingest: &ingest{
 			traffic: agg, telemetry: tb, rates: cfg.samplingRates(),
 			admit:  admission.New(cfg.Limits.MaxRequestBytesInFlight, cfg.Limits.AdmissionQueueSize, cfg.Limits.AdmissionQueueTimeout),
-			detect: cfg.detect(), spanKeys: dims.SpanKeys(),
+			detect: cfg.detect(), spanKeys: dims.SpanKeys(), pushed: newPushed(cfg, tb),
 		},
 		flusher: &flusher{
 			traffic: agg, telemetry: tb, logger: set.Logger, interval: cfg.FlushInterval,
@@ -119,6 +119,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 func (r *gatewayReceiver) useMetrics(next consumer.Metrics) {
 	r.next = next
 	r.ingest.metrics = next != nil
+	r.ingest.pushed.next = next
 	r.flusher.next = next
 }
 
