@@ -174,6 +174,9 @@ func (p *pushed) resource(out pmetric.Metrics, rm pmetric.ResourceMetrics, o *ga
 		if st.Err != nil && t.message == "" {
 			t.message = st.Err.Error()
 		}
+		if n := st.Points[gateway.PointOverLimit]; n > 0 && t.message == "" {
+			t.message = overLimitMessage(n, o.MaxPoints)
+		}
 		if kind == gateway.KindKong && p.claims != nil {
 			p.claims.Claim(kongNode(rm, o.Origin), gateway.KongPushedFamilies(rm), p.now())
 		}
@@ -201,6 +204,12 @@ func unknownMessage(rm pmetric.ResourceMetrics, kind gateway.Kind) string {
 	}
 	return "no gateway home recognises these metrics (resource service.name " + strconv.Quote(svc) +
 		"): Kong's are under scope kong-internal, Envoy's stats sink's unscoped and named under Envoy's stats; set detect: kong or envoy, or send other metrics to an OTLP receiver"
+}
+
+// overLimitMessage says why n points were dropped beyond limit.
+func overLimitMessage(n, limit int) string {
+	return strconv.Itoa(n) + " points dropped beyond limits.max_pushed_points (" + strconv.Itoa(limit) +
+		" series written per resource and push); send smaller pushes (Envoy's sink: max_data_points_per_request) or raise the limit"
 }
 
 // rejectedOutcomes are the outcomes that are the sender's error, refused

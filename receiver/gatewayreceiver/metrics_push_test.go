@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -485,4 +486,31 @@ func postTo(t *testing.T, addr, path, body string) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestPushedMetricsOverLimit: a push of more series than
+// limits.max_pushed_points is written up to it; the rest are refused in the
+// partial success, which says which limit and what to do.
+func TestPushedMetricsOverLimit(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) { c.Limits.MaxPushedPoints = 10 })
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("cluster.upstream_cx_active")
+	dps := m.SetEmptyGauge().DataPoints()
+	for i := range 25 {
+		p := dps.AppendEmpty()
+		p.SetIntValue(1)
+		p.Attributes().PutStr("envoy.cluster_name", "c"+strconv.Itoa(i))
+	}
+	r, err := grpcMetrics(t, h.grpcAddr, metricsProto(t, md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := r.PartialSuccess(); ps.RejectedDataPoints() != 15 || !strings.Contains(ps.ErrorMessage(), "limits.max_pushed_points (10") {
+		t.Errorf("partial success %d %q, want 15 rejected naming limits.max_pushed_points", ps.RejectedDataPoints(), ps.ErrorMessage())
+	}
+	if n := sink.AllMetrics()[0].DataPointCount(); n != 10 {
+		t.Errorf("%d points forwarded, want 10", n)
+	}
 }
