@@ -31,8 +31,12 @@ import (
 // gatewayReceiver is the receiver's lifecycle: it builds its parts, starts
 // them in order and stops them in reverse.
 //
-//   - the transports (http.go, http_logs.go, grpc.go), thin shells that
-//     admit and read a request, call ingest and answer;
+//   - the transports (http.go, http_logs.go, http_metrics.go, grpc.go,
+//     grpc_metrics.go), thin shells that admit and read a request, call
+//     ingest and answer;
+//   - pushed (metrics_push.go): the gateways' own pushed metrics, mapped by
+//     their gateway's home and handed on as they are, and the Kong claims
+//     the span and log paths are checked against;
 //   - ingest (ingest.go, request.go): the transport-agnostic core, which
 //     turns spans and log entries into events and adds them to traffic
 //     (internal/traffic, the aggregator);
