@@ -3,6 +3,7 @@ package gatewayreceiver
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"context"
 	"io"
 	"net/http"
@@ -512,5 +513,71 @@ func TestPushedMetricsOverLimit(t *testing.T) {
 	}
 	if n := sink.AllMetrics()[0].DataPointCount(); n != 10 {
 		t.Errorf("%d points forwarded, want 10", n)
+	}
+}
+
+// TestPushedMetricsAdmission: pushed metrics wait in turn for room in
+// limits.max_request_bytes_in_flight as traces do, over HTTP and gRPC, and
+// are refused (429 / Unavailable, throttled) when the wait passes
+// limits.admission_queue_timeout.
+func TestPushedMetricsAdmission(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		c.Limits.MaxRequestBytesInFlight = 64 << 10
+		c.Limits.AdmissionQueueTimeout = time.Minute
+	})
+	body := metricsProto(t, fixtureMetrics(t, "envoy/cluster-stats.push.json"))
+	sends := map[string]func() error{
+		"http": func() error {
+			if code, b := postMetrics(t, h.httpAddr, pbContentType, body); code != http.StatusOK {
+				return errors.New(string(b))
+			}
+			return nil
+		},
+		"grpc": func() error { _, err := grpcMetrics(t, h.grpcAddr, body); return err },
+	}
+	for name, send := range sends {
+		held := holdBytes(t, h, 64<<10)
+		done := make(chan error, 1)
+		go func() { done <- send() }()
+		waitFor(t, func() bool { return h.r.ingest.admit.Waiting() == 1 })
+		select {
+		case err := <-done:
+			t.Fatalf("%s answered while the bound was held: %v", name, err)
+		default:
+		}
+		held.Release()
+		if err := <-done; err != nil {
+			t.Errorf("%s after waiting: %v", name, err)
+		}
+	}
+	if n := len(sink.AllMetrics()); n != 2 {
+		t.Errorf("%d pushes forwarded, want 2", n)
+	}
+}
+
+// TestPushedMetricsThrottled: a push that finds no room within
+// limits.admission_queue_timeout is refused with 429 and Retry-After
+// (gRPC Unavailable), counted throttled, and forwards nothing.
+func TestPushedMetricsThrottled(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	h := start(t, sink, func(c *Config) {
+		c.Limits.MaxRequestBytesInFlight = 64 << 10
+		c.Limits.AdmissionQueueTimeout = 50 * time.Millisecond
+	})
+	held := holdBytes(t, h, 64<<10)
+	defer held.Release()
+	body := metricsProto(t, fixtureMetrics(t, "envoy/cluster-stats.push.json"))
+	if code, b := postMetrics(t, h.httpAddr, pbContentType, body); code != http.StatusTooManyRequests || !bytes.Contains(b, []byte("admission_queue_timeout")) {
+		t.Errorf("HTTP: %d %q, want 429 naming admission_queue_timeout", code, b)
+	}
+	if _, err := grpcMetrics(t, h.grpcAddr, body); status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC: %v, want Unavailable", err)
+	}
+	if n := len(sink.AllMetrics()); n != 0 {
+		t.Errorf("%d pushes forwarded, want none", n)
+	}
+	if n := testutil.Int64Sum(t, h.tel, "otelcol_receiver_gateway_requests", attribute.String("outcome", "throttled")); n != 2 {
+		t.Errorf("throttled = %d, want 2", n)
 	}
 }
