@@ -3,8 +3,8 @@ package gatewayreceiver
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
