@@ -127,6 +127,14 @@ type Config struct {
 	// per_consumer: true; off, as the plugin's default, consumer is "" and
 	// consumers do not multiply the series.
 	PerConsumer bool `mapstructure:"per_consumer"`
+	// EnvoyStatsPrefix is the `prefix` of Envoy's OpenTelemetry stats sink
+	// when one is set: "<prefix>." is stripped from every pushed stat name,
+	// as /stats/prometheus never has it (metrics_push.go).
+	EnvoyStatsPrefix string `mapstructure:"envoy_stats_prefix"`
+	// EnvoyStatsNamespaces are the custom stat namespaces registered in
+	// Envoy (Wasm's): their stats are served without the envoy_ prefix, as
+	// /stats/prometheus serves them.
+	EnvoyStatsNamespaces []string `mapstructure:"envoy_stats_namespaces"`
 	// Limits are every bound the receiver keeps on what it holds
 	// (limits.go).
 	Limits LimitsConfig `mapstructure:"limits"`
@@ -390,6 +398,22 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf("detect must be one of %s, got %q", gateway.OneOf(gateway.DetectNames()), c.Detect))
 	}
 	errs = errors.Join(errs, c.validateHealth())
+	errs = errors.Join(errs, c.validateEnvoyStats())
+	return errs
+}
+
+// validateEnvoyStats checks envoy_stats_prefix and envoy_stats_namespaces:
+// names as Envoy takes them, without the dot that joins them to a stat.
+func (c *Config) validateEnvoyStats() error {
+	var errs error
+	if p := c.EnvoyStatsPrefix; strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") {
+		errs = errors.Join(errs, fmt.Errorf("envoy_stats_prefix is the sink's prefix without its dot (e.g. \"envoy\"), got %q", p))
+	}
+	for i, ns := range c.EnvoyStatsNamespaces {
+		if ns == "" || strings.HasPrefix(ns, ".") || strings.HasSuffix(ns, ".") {
+			errs = errors.Join(errs, fmt.Errorf("envoy_stats_namespaces[%d] must be a namespace name without a leading or trailing dot (e.g. \"wasmcustom\"), got %q", i, ns))
+		}
+	}
 	return errs
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/otelgateway/otelgateway/internal/testutil"
+	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/traffic"
 )
 
@@ -101,6 +102,16 @@ func TestConfig(t *testing.T) {
 			`"kong_kong_latency_ms", "kong_upstream_latency_ms", "kong_request_latency_ms", "kong_bandwidth_bytes", "kong_ai_llm_requests_total", ` +
 			`"kong_ai_llm_cost_total", "kong_ai_llm_provider_latency_ms" or "kong_ai_llm_tokens_total"` + "\n" +
 			`metrics.kong_upstream_latency_ms: set enabled to true or false`},
+		{file: "pushed_metrics.yaml", check: func(t *testing.T, c *Config) {
+			o := newPushed(c, nil).opts
+			if o.EnvoyPrefix != "edge" || !slices.Equal(o.EnvoyNamespaces, []string{"wasmcustom"}) || o.MaxPoints != 5000 || o.MaxLabelBytes != 256 {
+				t.Errorf("pushed-metrics options %+v, want prefix edge, namespaces [wasmcustom], 5000 points, 256 label bytes", o)
+			}
+		}},
+		{file: "bad_pushed_metrics.yaml", wantError: "limits.max_pushed_points must be at least 1, got 0\n" +
+			"limits.max_pushed_label_bytes must be from 16 to 16384 bytes, got 8\n" +
+			`envoy_stats_prefix is the sink's prefix without its dot (e.g. "envoy"), got "edge."` + "\n" +
+			`envoy_stats_namespaces[0] must be a namespace name without a leading or trailing dot (e.g. "wasmcustom"), got ""`},
 		{file: "bad_profile.yaml", wantError: `profile must be "otel", "kong" or "apisix", got "nginx"`},
 		{file: "bad_dimension.yaml", wantError: `dimensions: unknown dimension "path", want one of service, upstream, target, consumer, response_source, or a span attribute name (dotted, e.g. http.flavor)`},
 		{file: "dimensions_wrong_profile.yaml", wantError: `dimensions apply to the "otel" profile only; profile is "apisix"`},
@@ -113,7 +124,8 @@ func TestConfig(t *testing.T) {
 		// its new key (and warned about when the receiver is created).
 		{file: "deprecated_limits.yaml", check: func(t *testing.T, c *Config) {
 			want := LimitsConfig{MaxTuples: 500, MaxGateways: 7, MaxLabelValueLength: 64, MaxRequestBytesInFlight: 1 << 20, MaxPushedTargets: 300,
-				AdmissionQueueSize: defaultAdmissionQueueSize, AdmissionQueueTimeout: defaultAdmissionQueueTimeout}
+				AdmissionQueueSize: defaultAdmissionQueueSize, AdmissionQueueTimeout: defaultAdmissionQueueTimeout,
+				MaxPushedPoints: gateway.DefaultMaxPushPoints, MaxPushedLabelBytes: gateway.DefaultMaxPushLabelBytes}
 			if c.Limits != want {
 				t.Errorf("limits %+v, want %+v", c.Limits, want)
 			}

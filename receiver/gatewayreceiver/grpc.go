@@ -91,6 +91,7 @@ func (g *grpcServer) start(ctx context.Context, host component.Host, set receive
 		return err
 	}
 	srv.RegisterService(&traceServiceDesc, g)
+	srv.RegisterService(&metricsServiceDesc, g)
 	ln, err := g.cfg.NetAddr.Listen(ctx)
 	if err != nil {
 		return err
@@ -260,8 +261,11 @@ type rawCodec struct{ delegate encoding.CodecV2 }
 func (c rawCodec) Name() string { return "proto" }
 
 func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if _, ok := v.(*exportResponse); ok {
+	switch r := v.(type) {
+	case *exportResponse:
 		return nil, nil
+	case *rawResponse:
+		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
 	}
 	return c.delegate.Marshal(v)
 }
@@ -290,17 +294,7 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	s := g.ingest.getScratch()
 	defer g.ingest.putScratch(s)
 	raw := &rawRequest{in: g.ingest, s: s}
-	err := dec(raw)
-	// The message has arrived (or never will): its receiving slot is free.
-	// A read the receiver ended is answered by gRPC (admission.Receiving),
-	// and counted here, once: a call ended while its whole message waited
-	// may still have read it, and is then served (and counted) as usual.
-	call := admission.CallOf(ctx)
-	call.Leave()
-	if err != nil {
-		if call.Stalled() {
-			g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
-		}
+	if err := g.receive(ctx, dec, raw); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
@@ -310,6 +304,21 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	return interceptor(ctx, raw, info, func(ctx context.Context, req any) (any, error) {
 		return g.export(ctx, req.(*rawRequest))
 	})
+}
+
+// receive reads the call's message into raw. The message has arrived (or
+// never will): its receiving slot is free. A read the receiver ended is
+// answered by gRPC (admission.Receiving), and counted here, once: a call
+// ended while its whole message waited may still have read it, and is then
+// served (and counted) as usual.
+func (g *grpcServer) receive(ctx context.Context, dec func(any) error, raw *rawRequest) error {
+	err := dec(raw)
+	call := admission.CallOf(ctx)
+	call.Leave()
+	if err != nil && call.Stalled() {
+		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcStalled))
+	}
+	return err
 }
 
 // admitStream refuses a new call before its message is read while the
@@ -331,7 +340,7 @@ func (g *grpcServer) admitStream(ctx context.Context, info *tap.Info) (context.C
 		return ctx, busyStatus("every place of the admission queue (limits.admission_queue_size) is taken, or the calls waiting " +
 			"in it hold limits.max_request_bytes_in_flight; retry later")
 	}
-	if info.FullMethodName != exportMethod {
+	if info.FullMethodName != exportMethod && info.FullMethodName != metricsExportMethod {
 		return ctx, nil // refused by gRPC before anything is read
 	}
 	if g.auth != nil {
@@ -368,17 +377,8 @@ func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportRespon
 	if in.nextTraces != nil {
 		weight = weightPdataProto
 	}
-	// The message has arrived (gRPC reads it before a handler can see its
-	// size): the call waits in turn holding it, which the queue bounds.
-	need := int64(len(s.body)) * weight
-	charge, err := in.admit.Admit(ctx, admission.Request{Need: need, Holding: int64(len(s.body)), Client: clientOf(ctx)})
-	if err == nil {
-		s.charge = charge
-		err = charge.Add(need)
-	}
-	if err != nil {
-		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
-		return nil, busyStatus(err.Error())
+	if err := g.admitCall(ctx, s, weight); err != nil {
+		return nil, err
 	}
 	if in.nextTraces == nil {
 		if err := in.proto(ctx, s, s.body); errors.Is(err, admission.ErrBusy) {
@@ -411,6 +411,23 @@ func (g *grpcServer) export(ctx context.Context, raw *rawRequest) (*exportRespon
 	}
 	g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcAccepted))
 	return &exportResponse{}, nil
+}
+
+// admitCall admits a call whose message has arrived (gRPC reads it before
+// a handler can see its size): it waits in turn holding it, which the queue
+// bounds, and is charged weight per byte. The error is the call's answer.
+func (g *grpcServer) admitCall(ctx context.Context, s *exportScratch, weight int64) error {
+	need := int64(len(s.body)) * weight
+	charge, err := g.ingest.admit.Admit(ctx, admission.Request{Need: need, Holding: int64(len(s.body)), Client: clientOf(ctx)})
+	if err == nil {
+		s.charge = charge
+		err = charge.Add(need)
+	}
+	if err != nil {
+		g.telemetry.ReceiverGatewayRequests.Add(ctx, 1, metric.WithAttributeSet(grpcThrottled))
+		return busyStatus(err.Error())
+	}
+	return nil
 }
 
 // busyStatus is the answer of a call refused for room in

@@ -73,6 +73,7 @@ type httpServer struct {
 func (h *httpServer) start(ctx context.Context, host component.Host, set receiver.Settings, servers *sync.WaitGroup, pushPath string, push http.Handler) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc(tracesURLPath, h.handleTraces)
+	mux.HandleFunc(metricsURLPath, h.handleMetrics)
 	for _, f := range newLogFormats() {
 		mux.HandleFunc(f.spec.Path, func(w http.ResponseWriter, req *http.Request) { h.handleLog(w, req, f) })
 	}

@@ -40,6 +40,9 @@ type ingest struct {
 	// detect and spanKeys configure each request's span counter.
 	detect   gateway.Kind
 	spanKeys []gateway.AttrKey
+	// pushed maps the gateways' own pushed metrics (metrics_push.go), and
+	// holds the Kong claims the events here are checked against.
+	pushed *pushed
 	// scratch hands each concurrent request its own *exportScratch; bodies
 	// holds request body buffers (*[]byte) up to maxPooledBody.
 	scratch sync.Pool
@@ -101,6 +104,7 @@ func (in *ingest) events(ctx context.Context, events []gateway.Event) {
 			in.telemetry.ReceiverGatewaySpanSampling.Add(ctx, n, metric.WithAttributeSet(set))
 		}
 	}
+	in.pushed.supersede(events)
 	c := in.traffic.Add(events)
 	if c.Overflowed > 0 {
 		in.folds.tuples.Folded(c.Overflowed - c.GatewaysOverflowed)
@@ -109,7 +113,10 @@ func (in *ingest) events(ctx context.Context, events []gateway.Event) {
 	if c.Truncated > 0 {
 		in.telemetry.ReceiverGatewayLabelValuesTruncated.Add(ctx, c.Truncated)
 	}
-	in.telemetry.ReceiverGatewayEvents.Add(ctx, int64(len(events))-c.NotCounted-c.Overflowed, metric.WithAttributeSet(eventsCounted))
+	in.telemetry.ReceiverGatewayEvents.Add(ctx, int64(len(events))-c.NotCounted-c.Overflowed-c.Superseded, metric.WithAttributeSet(eventsCounted))
+	if c.Superseded > 0 {
+		in.telemetry.ReceiverGatewayEvents.Add(ctx, c.Superseded, metric.WithAttributeSet(eventsSuperseded))
+	}
 	if c.NotCounted > 0 {
 		in.telemetry.ReceiverGatewayEvents.Add(ctx, c.NotCounted, metric.WithAttributeSet(eventsNotCounted))
 	}
@@ -133,6 +140,7 @@ var (
 	eventsCounted    = attribute.NewSet(attribute.String("outcome", "counted"))
 	eventsNotCounted = attribute.NewSet(attribute.String("outcome", "not_counted"))
 	eventsOverflow   = attribute.NewSet(attribute.String("outcome", "overflow"))
+	eventsSuperseded = attribute.NewSet(attribute.String("outcome", "superseded"))
 )
 
 // aggregating makes s hand its events to traffic in chunks as they are

@@ -94,6 +94,15 @@ type LimitsConfig struct {
 	// no poller reports): an event that would add a row beyond it is
 	// refused, existing rows still update.
 	MaxPushedTargets int `mapstructure:"max_pushed_targets"`
+	// MaxPushedPoints bounds the data points one pushed ResourceMetrics
+	// (one gateway node's push, /v1/metrics) is mapped to; the points
+	// beyond are dropped (over_limit) and the push answered with a partial
+	// success.
+	MaxPushedPoints int `mapstructure:"max_pushed_points"`
+	// MaxPushedLabelBytes bounds a label value of a pushed point; a point
+	// with a longer one is dropped whole (label_too_long): cutting it could
+	// merge two series, which a gateway's own counters must never do.
+	MaxPushedLabelBytes int `mapstructure:"max_pushed_label_bytes"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -108,6 +117,8 @@ func defaultLimits() LimitsConfig {
 		AdmissionQueueSize:      defaultAdmissionQueueSize,
 		AdmissionQueueTimeout:   defaultAdmissionQueueTimeout,
 		MaxPushedTargets:        defaultMaxPushedTargets,
+		MaxPushedPoints:         gateway.DefaultMaxPushPoints,
+		MaxPushedLabelBytes:     gateway.DefaultMaxPushLabelBytes,
 	}
 }
 
@@ -135,6 +146,12 @@ func (l *LimitsConfig) validate() error {
 	}
 	if l.MaxPushedTargets < 1 {
 		errs = errors.Join(errs, fmt.Errorf("limits.max_pushed_targets must be at least 1, got %d", l.MaxPushedTargets))
+	}
+	if l.MaxPushedPoints < 1 {
+		errs = errors.Join(errs, fmt.Errorf("limits.max_pushed_points must be at least 1, got %d", l.MaxPushedPoints))
+	}
+	if l.MaxPushedLabelBytes < 16 || l.MaxPushedLabelBytes > maxLabelValueLength {
+		errs = errors.Join(errs, fmt.Errorf("limits.max_pushed_label_bytes must be from 16 to %d bytes, got %d", maxLabelValueLength, l.MaxPushedLabelBytes))
 	}
 	return errs
 }

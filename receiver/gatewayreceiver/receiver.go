@@ -31,8 +31,12 @@ import (
 // gatewayReceiver is the receiver's lifecycle: it builds its parts, starts
 // them in order and stops them in reverse.
 //
-//   - the transports (http.go, http_logs.go, grpc.go), thin shells that
-//     admit and read a request, call ingest and answer;
+//   - the transports (http.go, http_logs.go, http_metrics.go, grpc.go,
+//     grpc_metrics.go), thin shells that admit and read a request, call
+//     ingest and answer;
+//   - pushed (metrics_push.go): the gateways' own pushed metrics, mapped by
+//     their gateway's home and handed on as they are, and the Kong claims
+//     the span and log paths are checked against;
 //   - ingest (ingest.go, request.go): the transport-agnostic core, which
 //     turns spans and log entries into events and adds them to traffic
 //     (internal/traffic, the aggregator);
@@ -95,7 +99,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 		ingest: &ingest{
 			traffic: agg, telemetry: tb, rates: cfg.samplingRates(),
 			admit:  admission.New(cfg.Limits.MaxRequestBytesInFlight, cfg.Limits.AdmissionQueueSize, cfg.Limits.AdmissionQueueTimeout),
-			detect: cfg.detect(), spanKeys: dims.SpanKeys(),
+			detect: cfg.detect(), spanKeys: dims.SpanKeys(), pushed: newPushed(cfg, tb),
 		},
 		flusher: &flusher{
 			traffic: agg, telemetry: tb, logger: set.Logger, interval: cfg.FlushInterval,
@@ -119,6 +123,7 @@ func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics) (*ga
 func (r *gatewayReceiver) useMetrics(next consumer.Metrics) {
 	r.next = next
 	r.ingest.metrics = next != nil
+	r.ingest.pushed.next = next
 	r.flusher.next = next
 }
 

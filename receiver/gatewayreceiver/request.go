@@ -184,11 +184,19 @@ func (in *ingest) chargeDecode(s *exportScratch, cost gateway.DecodeCost, weight
 	}
 	if limit := in.admit.Limit(); limit > 0 && cost.Bytes > limit {
 		return "decoding this OTLP " + encoding + " body would hold about " + strconv.FormatInt(cost.Bytes, 10) + " bytes (" +
-			strconv.FormatInt(cost.Spans, 10) + " spans, " + strconv.FormatInt(cost.Elements, 10) +
+			elementsOf(cost) + ", " + strconv.FormatInt(cost.Elements, 10) +
 			" elements in all), more than limits.max_request_bytes_in_flight (" + strconv.FormatInt(limit, 10) + "); send smaller batches", nil
 	}
 	if err := s.charge.Add(extra); err != nil {
 		return "", err
 	}
 	return "", nil
+}
+
+// elementsOf names the spans or data points of a costed body.
+func elementsOf(cost gateway.DecodeCost) string {
+	if cost.Points > 0 {
+		return strconv.FormatInt(cost.Points, 10) + " data points"
+	}
+	return strconv.FormatInt(cost.Spans, 10) + " spans"
 }

@@ -105,6 +105,10 @@ type Event struct {
 	// adjusted count; 1 otherwise) and Sampling how that is known.
 	Weight   uint64
 	Sampling Sampling
+	// Superseded are the families of Kong's plugin this event must not be
+	// counted into: the node's pushed metrics carry them (KongClaims; the
+	// receiver sets it, under the kong profile only).
+	Superseded KongFamilySet
 }
 
 // GenAI is what an AI-gateway request adds (OpenTelemetry GenAI attributes).

@@ -134,6 +134,10 @@ const (
 	pointOutcomes
 )
 
+// NumPointOutcomes is how many outcomes there are (the receiver's
+// telemetry adds its own after them).
+const NumPointOutcomes = int(pointOutcomes)
+
 var pointOutcomeNames = [pointOutcomes]string{
 	PointMapped:        "mapped",
 	PointUnmapped:      "unmapped",

@@ -18,9 +18,10 @@ type DecodeCost struct {
 	// strings, and its decoder keeps a buffer of about the body's size)
 	// plus, per element of the arrays below, what pdata keeps for it.
 	Bytes int64
-	// Spans counts the elements of "spans" arrays; Elements those of every
-	// array counted (spans included).
-	Spans, Elements int64
+	// Spans counts the elements of "spans" arrays, Points the data points
+	// of a metrics export; Elements those of every array counted (spans
+	// and points included).
+	Spans, Points, Elements int64
 }
 
 // otlpArray is an OTLP JSON array whose elements pdata keeps a struct for.
@@ -35,6 +36,19 @@ const (
 	arrayLinks
 	arrayAttributes
 	arrayValues
+	// Metrics (otlp_metrics_cost.go).
+	arrayResourceMetrics
+	arrayScopeMetrics
+	arrayMetrics
+	arrayNumberPoints
+	arrayHistPoints
+	arrayExpPoints
+	arraySummaryPoints
+	arrayExemplars
+	arrayQuantiles
+	// arrayPoints: a JSON "dataPoints" array, whatever its metric's type
+	// (the scan does not know it): costed as the dearest kind.
+	arrayPoints
 )
 
 // elementBytes is what pdata (v1.71.0) keeps per element of each array,
@@ -52,6 +66,17 @@ var elementBytes = [...]int64{
 	arrayLinks:         96,
 	arrayAttributes:    48,
 	arrayValues:        48,
+
+	arrayResourceMetrics: metricsElementBytes[arrayResourceMetrics],
+	arrayScopeMetrics:    metricsElementBytes[arrayScopeMetrics],
+	arrayMetrics:         metricsElementBytes[arrayMetrics],
+	arrayNumberPoints:    metricsElementBytes[arrayNumberPoints],
+	arrayHistPoints:      metricsElementBytes[arrayHistPoints],
+	arrayExpPoints:       metricsElementBytes[arrayExpPoints],
+	arraySummaryPoints:   metricsElementBytes[arraySummaryPoints],
+	arrayExemplars:       metricsElementBytes[arrayExemplars],
+	arrayQuantiles:       metricsElementBytes[arrayQuantiles],
+	arrayPoints:          metricsElementBytes[arrayExpPoints],
 }
 
 // otlpArrayOf is the array a key names: the field names pdata's JSON
@@ -81,6 +106,9 @@ func otlpArrayOf(key []byte) otlpArray {
 		return arrayAttributes
 	case "values":
 		return arrayValues
+	}
+	if a, ok := metricsJSONArrays[string(key)]; ok {
+		return a
 	}
 	return arrayOther
 }
@@ -126,9 +154,7 @@ func OTLPJSONCost(b []byte, maxDepth int) (DecodeCost, error) {
 					parent := open[n-1]
 					c.Elements++
 					c.Bytes += elementBytes[parent]
-					if parent == arraySpans {
-						c.Spans++
-					}
+					c.count(parent)
 				}
 			} else {
 				kind = pending

@@ -32,6 +32,20 @@ const (
 	costAnyValue
 	costArrayValue
 	costKeyValueList
+	// Metrics (otlp_metrics_cost.go).
+	costMetricsRequest
+	costResourceMetrics
+	costScopeMetrics
+	costMetric
+	costNumberData  // Gauge, Sum
+	costHistData    // Histogram
+	costExpData     // ExponentialHistogram
+	costSummaryData // Summary
+	costNumberPoint
+	costHistPoint
+	costExpPoint
+	costSummaryPoint
+	costExemplar
 )
 
 // protoFields are, per message, its fields that hold elements or lead to
@@ -51,6 +65,20 @@ var protoFields = [...][]protoField{
 	costAnyValue:      {{5, arrayOther, costArrayValue}, {6, arrayOther, costKeyValueList}},
 	costArrayValue:    {{1, arrayValues, costAnyValue}},
 	costKeyValueList:  {{1, arrayValues, costKeyValue}},
+
+	costMetricsRequest:  metricsProtoFields[costMetricsRequest],
+	costResourceMetrics: metricsProtoFields[costResourceMetrics],
+	costScopeMetrics:    metricsProtoFields[costScopeMetrics],
+	costMetric:          metricsProtoFields[costMetric],
+	costNumberData:      metricsProtoFields[costNumberData],
+	costHistData:        metricsProtoFields[costHistData],
+	costExpData:         metricsProtoFields[costExpData],
+	costSummaryData:     metricsProtoFields[costSummaryData],
+	costNumberPoint:     metricsProtoFields[costNumberPoint],
+	costHistPoint:       metricsProtoFields[costHistPoint],
+	costExpPoint:        metricsProtoFields[costExpPoint],
+	costSummaryPoint:    metricsProtoFields[costSummaryPoint],
+	costExemplar:        metricsProtoFields[costExemplar],
 }
 
 // maxProtoCostDepth bounds the walk's recursion (AnyValues nest); pdata
@@ -100,9 +128,7 @@ func protoCost(b []byte, msg protoMsg, depth int, c *DecodeCost) {
 			if f.kind != arrayOther {
 				c.Elements++
 				c.Bytes += elementBytes[f.kind]
-				if f.kind == arraySpans {
-					c.Spans++
-				}
+				c.count(f.kind)
 			}
 			protoCost(v, f.msg, depth+1, c)
 			break

@@ -29,6 +29,9 @@ type TelemetryBuilder struct {
 	// requests by how their sampling is known (threshold, configured,
 	// unknown).
 	ReceiverGatewaySpanSampling metric.Int64Counter
+	// ReceiverGatewayPushedPoints counts the data points of the gateways'
+	// own pushed metrics by gateway and outcome.
+	ReceiverGatewayPushedPoints metric.Int64Counter
 	// ReceiverGatewayEvents counts normalized events (root spans and log
 	// entries) by outcome (counted; not_counted: the profile does not count
 	// it, e.g. no route under kong; overflow: folded into the
@@ -76,6 +79,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
+	tb.ReceiverGatewayPushedPoints, err = meter.Int64Counter(
+		"otelcol_receiver_gateway_pushed_points",
+		metric.WithDescription("Data points of the gateways' own pushed OTLP metrics (/v1/metrics, MetricsService), by gateway (kong, envoy, unknown) and outcome (mapped, passed, unmapped, no_route, zero, invalid, label_too_long, bad_labels, conflict, over_limit, unknown_gateway). [Development]"),
+		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
 	tb.ReceiverGatewaySpanSampling, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_span_sampling",
 		metric.WithDescription("Gateway root spans counted as requests, by how their sampling is known (threshold: the trace's OpenTelemetry ot=th threshold, counted with its adjusted count; configured: the receiver's sampling_rates, an estimate; unknown: counted as one request each). [Development]"),
@@ -84,7 +93,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	errs = errors.Join(errs, err)
 	tb.ReceiverGatewayEvents, err = meter.Int64Counter(
 		"otelcol_receiver_gateway_events",
-		metric.WithDescription("Normalized gateway events (root spans, log entries), by outcome (counted; not_counted: the profile does not count it; overflow: folded into the otel.metric.overflow tuple). [Development]"),
+		metric.WithDescription("Normalized gateway events (root spans, log entries), by outcome (counted; not_counted: the profile does not count it; overflow: folded into the otel.metric.overflow tuple; superseded: every family it feeds is carried by the node's pushed metrics). [Development]"),
 		metric.WithUnit("{event}"),
 	)
 	errs = errors.Join(errs, err)

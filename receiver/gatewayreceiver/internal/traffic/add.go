@@ -14,7 +14,8 @@ func (a *Aggregator) Add(events []gateway.Event) Counts {
 	c := a.counts
 	a.mu.Unlock()
 	return Counts{NotCounted: c.NotCounted - before.NotCounted, Overflowed: c.Overflowed - before.Overflowed,
-		GatewaysOverflowed: c.GatewaysOverflowed - before.GatewaysOverflowed, Truncated: c.Truncated - before.Truncated}
+		GatewaysOverflowed: c.GatewaysOverflowed - before.GatewaysOverflowed, Truncated: c.Truncated - before.Truncated,
+		Superseded: c.Superseded - before.Superseded}
 }
 
 // add counts one event; the caller holds a.mu.
@@ -30,6 +31,10 @@ func (a *Aggregator) add(e *gateway.Event) {
 	k, ok := a.prof.key(e, &a.dims)
 	if !ok {
 		a.counts.NotCounted++
+		return
+	}
+	if e.Superseded != 0 && a.superseded(e) {
+		a.counts.Superseded++
 		return
 	}
 	a.buf.key = encodeTuple(a.buf.key[:0], &k)
@@ -55,6 +60,9 @@ func (a *Aggregator) add(e *gateway.Event) {
 	w := max(e.Weight, 1)
 	for i := range a.fams {
 		f := &a.fams[i]
+		if f.claim&e.Superseded != 0 {
+			continue
+		}
 		v, ok := valueOf(f.measure, e)
 		if !ok {
 			continue

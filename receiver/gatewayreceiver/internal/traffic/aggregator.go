@@ -42,6 +42,9 @@ type Counts struct {
 	Overflowed, GatewaysOverflowed int64
 	// Truncated are label values cut to MaxLabelBytes.
 	Truncated int64
+	// Superseded are events not counted because every family they feed
+	// is in their Superseded set (a Kong node's pushed metrics carry them).
+	Superseded int64
 }
 
 // Aggregator turns events into the series of one window under one profile.
@@ -111,6 +114,7 @@ func newAggregator(prof *profile, s Settings) *Aggregator {
 		f.table, f.slot = ti, len(t.fams)
 		t.fams = append(t.fams, i)
 		t.expo = t.expo || f.expoSize > 0
+		f.claim = kongClaimOf(f.name, prof.name)
 	}
 	// A row's words: its series, then its explicit histograms' buckets.
 	for ti := range a.tables {

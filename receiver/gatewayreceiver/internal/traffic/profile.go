@@ -91,6 +91,10 @@ type family struct {
 	// have cols series, and where its explicit buckets start in a row's
 	// words.
 	table, slot, cols, at int
+	// claim is the family of Kong's plugin it is, under the kong profile
+	// (one bit; 0 elsewhere): an event whose Superseded set has it is not
+	// counted here (Kong's pushed metrics carry the family, claims.go).
+	claim gateway.KongFamilySet
 }
 
 // withDurationHistograms returns a copy of p whose duration histograms
