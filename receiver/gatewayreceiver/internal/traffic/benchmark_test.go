@@ -5,6 +5,10 @@ import (
 	"strconv"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
 	"github.com/otelgateway/otelgateway/internal/testutil"
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
 )
@@ -42,14 +46,46 @@ func BenchmarkAggregate(b *testing.B) {
 	}
 	// exponential: the otel profile with histogram.exponential (max_size 160).
 	exponential := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
+	// unmarshal: pdata's unmarshal of the traced events as Kong sends them
+	// (kongBodies), per event: the yardstick of issue 28 item 3, measured
+	// side by side (aggregation ÷ unmarshal, traced and not).
+	b.Run("unmarshal", func(b *testing.B) {
+		bodies := kongBodies(b, traced)
+		req := ptraceotlp.NewExportRequest()
+		b.ReportAllocs()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpu0 := testutil.ThreadCPU()
+		i := 0
+		for b.Loop() {
+			if err := req.UnmarshalProto(bodies[i]); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i == len(bodies) {
+				i = 0
+			}
+		}
+		// One op is one export of kongBodyEvents events: per event, as
+		// the aggregation's.
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
+		b.ReportMetric(float64(testutil.ThreadCPU()-cpu0)/float64(b.N*kongBodyEvents), "cpu-ns/event")
+	})
+	// The -windows runs end a window (Take, outside the timer and the CPU
+	// figure) after every pass over the events: 1.6 requests per route
+	// and window, so most traced observations are their bucket's first
+	// in the window (always kept); the others run one window of ever
+	// more requests, where a bucket's exemplar is rarely replaced.
 	for _, c := range []struct {
-		name string
-		prof *profile
-		evs  []gateway.Event
+		name    string
+		prof    *profile
+		evs     []gateway.Event
+		windows bool
 	}{
-		{ProfileOTel, &otelProfile, evs}, {ProfileKong, &kongProfile, evs},
-		{ProfileOTel + "-traced", &otelProfile, traced}, {ProfileKong + "-traced", &kongProfile, traced},
-		{ProfileOTel + "-exponential", exponential, evs}, {ProfileOTel + "-exponential-traced", exponential, traced},
+		{ProfileOTel, &otelProfile, evs, false}, {ProfileKong, &kongProfile, evs, false},
+		{ProfileOTel + "-traced", &otelProfile, traced, false}, {ProfileKong + "-traced", &kongProfile, traced, false},
+		{ProfileOTel + "-windows", &otelProfile, evs, true}, {ProfileKong + "-windows", &kongProfile, evs, true},
+		{ProfileOTel + "-traced-windows", &otelProfile, traced, true}, {ProfileKong + "-traced-windows", &kongProfile, traced, true},
+		{ProfileOTel + "-exponential", exponential, evs, false}, {ProfileOTel + "-exponential-traced", exponential, traced, false},
 	} {
 		prof, evs := c.prof, c.evs
 		b.Run(c.name, func(b *testing.B) {
@@ -62,17 +98,92 @@ func BenchmarkAggregate(b *testing.B) {
 			b.ReportAllocs()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
+			var takeCPU int64
 			cpu0 := testutil.ThreadCPU()
 			i := 0
 			for b.Loop() {
 				a.add(&evs[i])
 				if i++; i == len(evs) {
 					i = 0
+					if c.windows {
+						b.StopTimer()
+						t0 := testutil.ThreadCPU()
+						a.mu.Unlock()
+						a.Take()
+						a.mu.Lock()
+						takeCPU += testutil.ThreadCPU() - t0
+						b.StartTimer()
+					}
 				}
 			}
-			b.ReportMetric(float64(testutil.ThreadCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/event")
+			b.ReportMetric(float64(testutil.ThreadCPU()-cpu0-takeCPU)/float64(b.N), "cpu-ns/event")
 		})
 	}
+}
+
+// kongBodyEvents is the requests of one of kongBodies' exports.
+const kongBodyEvents = 256
+
+// kongBodies is evs as a Kong (≥ 3.5) node exports them over OTLP/HTTP
+// protobuf: exports of kongBodyEvents requests, a `kong` root SERVER span
+// with the attributes of docs/gateways.md §1a and a `kong.balancer` child
+// each (bench/kongload's shape), the events' trace and span ids.
+func kongBodies(tb testing.TB, evs []gateway.Event) [][]byte {
+	var bodies [][]byte
+	base := pcommon.Timestamp(1_782_900_000_000_000_000)
+	for first := 0; first < len(evs); first += kongBodyEvents {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		res := rs.Resource().Attributes()
+		res.PutStr("service.name", "kong")
+		res.PutStr("service.instance.id", "9343ac04-81d6-4ac8-bb5a-c7322c823368")
+		res.PutStr("service.version", "3.9.1")
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("kong-internal")
+		ss.Scope().SetVersion("0.1.0")
+		for i := first; i < min(first+kongBodyEvents, len(evs)); i++ {
+			e := &evs[i]
+			start := base + pcommon.Timestamp(i)*1e6
+			root := ss.Spans().AppendEmpty()
+			root.SetTraceID(e.TraceID)
+			root.SetSpanID(e.SpanID)
+			root.SetName("kong")
+			root.SetKind(ptrace.SpanKindServer)
+			root.SetStartTimestamp(start)
+			root.SetEndTimestamp(start + pcommon.Timestamp(e.TotalMS*1e6))
+			a := root.Attributes()
+			a.PutStr("http.method", e.Method)
+			a.PutStr("http.url", "http://api.example.com"+e.Route+"?page="+strconv.Itoa(i%10))
+			a.PutStr("http.host", "api.example.com")
+			a.PutStr("http.scheme", "http")
+			a.PutStr("http.flavor", "1.1")
+			a.PutStr("http.client_ip", "10.1.2."+strconv.Itoa(i%256))
+			a.PutStr("net.peer.ip", "10.1.2."+strconv.Itoa(i%256))
+			a.PutStr("kong.request.id", "7c0b0a2f5e4d3c2b1a09f8e7d6c5b4a3")
+			a.PutInt("http.status_code", e.StatusCode)
+			a.PutStr("http.route", e.Route)
+			child := ss.Spans().AppendEmpty()
+			child.SetTraceID(e.TraceID)
+			child.SetSpanID(pcommon.SpanID{3, byte(i), byte(i >> 8)})
+			child.SetParentSpanID(e.SpanID)
+			child.SetName("kong.balancer")
+			child.SetKind(ptrace.SpanKindClient)
+			child.SetStartTimestamp(start + pcommon.Timestamp((e.TotalMS-e.UpstreamMS)*1e6))
+			child.SetEndTimestamp(start + pcommon.Timestamp(e.TotalMS*1e6))
+			c := child.Attributes()
+			c.PutDouble("try_count", 1)
+			c.PutStr("net.peer.ip", e.Target)
+			c.PutDouble("net.peer.port", float64(e.TargetPort))
+			c.PutStr("net.peer.name", e.Upstream)
+		}
+		body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	return bodies
 }
 
 // BenchmarkAggregateNew is BenchmarkAggregate's events, each one a tuple
