@@ -81,6 +81,21 @@ func (c *Child) Stop() error {
 	return c.stopErr
 }
 
+// Exited says how the child ended when it has ("" while it runs): a
+// failed post names the cause (killed by the OOM killer, a panic).
+func (c *Child) Exited() string {
+	select {
+	case err := <-c.done:
+		c.done <- err // for Stop
+		if err == nil {
+			return "the collector child exited"
+		}
+		return "the collector child ended: " + err.Error()
+	default:
+		return ""
+	}
+}
+
 // Stats asks the child's control server.
 func (c *Child) Stats() (Stats, error) {
 	var s Stats

@@ -17,8 +17,11 @@ type Case struct {
 	// many spans, the same at every size, so every row's ingest figure is
 	// over as much work.
 	MinSpans int
-	Conns    int    // sender connections
-	Profiles string // where to save the child's heap profile ("": nowhere)
+	Conns    int // sender connections
+	// Profiles is where to save the child's profiles ("": nowhere): its
+	// heap after the scrapes, its mutex contention (on, fraction 1 in 10)
+	// after the full flush and after the scrapes.
+	Profiles string
 }
 
 // Result is what one case measured.
@@ -60,11 +63,24 @@ func counterOf(profile string) string {
 // plain and a gzip scrape with the probe running; memory last.
 func Run(ctx context.Context, c Case, w *Workload, logf func(string, ...any)) (Result, error) {
 	r := Result{Case: c}
-	child, err := StartChild(ChildConfig{Profile: c.Profile, Tuples: c.Tuples, FlushInterval: c.FlushInterval})
+	child, err := StartChild(ChildConfig{Profile: c.Profile, Tuples: c.Tuples, FlushInterval: c.FlushInterval, MutexProfile: c.Profiles != ""})
 	if err != nil {
 		return r, err
 	}
 	defer func() { _ = child.Stop() }()
+	r, err = run(ctx, c, w, child, logf)
+	if err != nil {
+		time.Sleep(100 * time.Millisecond) // a child that died: let Wait see it
+		if how := child.Exited(); how != "" {
+			err = fmt.Errorf("%w (%s)", err, how)
+		}
+	}
+	return r, err
+}
+
+func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(string, ...any)) (Result, error) {
+	r := Result{Case: c}
+	var err error
 	// Idle: started, its first GC cycles done, nothing received.
 	time.Sleep(time.Second)
 	if r.IdleRSS, _, err = child.Mem(); err != nil {
@@ -121,6 +137,9 @@ func Run(ctx context.Context, c Case, w *Workload, logf func(string, ...any)) (R
 	r.FlushCPU = cpu1 - cpu0
 	r.Quiet, _ = probe.Longest(quietFrom, r.Flush.Start-int64(10*time.Millisecond))
 	r.PauseFlush, r.ProbesFlush = probe.Longest(r.Flush.Start, r.Flush.End)
+	if err := saveProfile(child, c, "mutex", "flush"); err != nil {
+		return r, err
+	}
 	logf("%s %d: measured passes %v, full flush %v (%d points), longest probe post during it %v",
 		c.Profile, c.Tuples, r.Wall.Round(time.Millisecond), time.Duration(r.Flush.End-r.Flush.Start).Round(time.Millisecond),
 		r.Flush.Points, r.PauseFlush.Round(time.Millisecond))
@@ -153,16 +172,25 @@ func Run(ctx context.Context, c Case, w *Workload, logf func(string, ...any)) (R
 		return r, err
 	}
 	r.HeapInuse = st.HeapInuse
-	if c.Profiles != "" {
-		if err := os.MkdirAll(c.Profiles, 0o755); err != nil {
-			return r, err
-		}
-		path := filepath.Join(c.Profiles, fmt.Sprintf("heap-%s-%d.pb.gz", c.Profile, c.Tuples))
-		if err := child.Profile("heap", path); err != nil {
-			return r, err
-		}
+	if err := saveProfile(child, c, "mutex", "scrapes"); err != nil {
+		return r, err
+	}
+	if err := saveProfile(child, c, "heap", "scrapes"); err != nil {
+		return r, err
 	}
 	return r, child.Stop()
+}
+
+// saveProfile saves the child's profile name, taken after phase, when the
+// case keeps profiles.
+func saveProfile(child *Child, c Case, name, phase string) error {
+	if c.Profiles == "" {
+		return nil
+	}
+	if err := os.MkdirAll(c.Profiles, 0o755); err != nil {
+		return err
+	}
+	return child.Profile(name, filepath.Join(c.Profiles, fmt.Sprintf("%s-%s-%d-after-%s.pb.gz", name, c.Profile, c.Tuples, phase)))
 }
 
 // tickAt is the tick k whose interval [Started + k × Interval, +Interval)

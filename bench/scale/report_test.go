@@ -17,7 +17,7 @@ var (
 	profilesFlag = flag.String("profiles", "otel,kong", "receiver profiles, comma-separated")
 	minSpansFlag = flag.Int("min-spans", 2_000_000, "spans of the measured ingest at every size (whole passes over every tuple)")
 	connsFlag    = flag.Int("conns", 4, "sender connections")
-	heapFlag     = flag.String("heap-profiles", "", "directory for the child's heap profile after each case (none if empty)")
+	heapFlag     = flag.String("profiles-dir", "", "directory for the child's heap and mutex profiles of each case (none if empty; mutex profiling on then)")
 	intervalFlag = flag.String("flush-interval", "", "flush_interval per size, comma-separated (default: 15s below 100k, 20s to 100k, 90s above)")
 )
 
