@@ -160,9 +160,9 @@ func (c *Child) CPU() (time.Duration, error) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
-// WaitFlush waits until a flush at a tick after tick has gone through the
-// whole pipeline, and returns it.
-func (c *Child) WaitFlush(ctx context.Context, after int) (Flush, error) {
+// WaitFlush waits until a flush that began after time after (Unix ns) has
+// gone through the whole pipeline, and returns it.
+func (c *Child) WaitFlush(ctx context.Context, after int64) (Flush, error) {
 	for {
 		s, err := c.Stats()
 		if err != nil {
@@ -172,12 +172,12 @@ func (c *Child) WaitFlush(ctx context.Context, after int) (Flush, error) {
 		for _, f := range s.Flushes {
 			sum += f.Points
 		}
-		if n := len(s.Flushes); n > 0 && s.Flushes[n-1].Tick > after && s.Flushed == sum {
+		if n := len(s.Flushes); n > 0 && s.Flushes[n-1].Start >= after && s.Flushed == sum {
 			return s.Flushes[n-1], nil
 		}
 		select {
 		case <-ctx.Done():
-			return Flush{}, fmt.Errorf("waiting for a flush after tick %d: %w", after, ctx.Err())
+			return Flush{}, fmt.Errorf("waiting for a flush after %v: %w", time.Unix(0, after), ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

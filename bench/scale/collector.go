@@ -58,8 +58,8 @@ const ReadyPrefix = "SCALE-READY "
 // Flush is one flush seen between the receiver and the processor: the
 // chunks of one tick.
 type Flush struct {
-	Tick       int   // k: the flush at Started + k × FlushInterval
-	Start      int64 // the tick (Unix ns)
+	Tick       int   // k: the tick at Started + k × FlushInterval before the first chunk
+	Start      int64 // the tick, or the end of the flush before when it ran past the tick (Unix ns)
 	FirstChunk int64 // when the first chunk reached the processor (Unix ns)
 	End        int64 // when the last chunk left the exporter (Unix ns)
 	Points     int64
@@ -103,8 +103,9 @@ type collector struct {
 	comps []component.Component // in start order
 	ctl   *http.Server
 
-	mu    sync.Mutex
-	stats Stats
+	mu     sync.Mutex
+	stats  Stats
+	points int64 // points of every flush seen (Flushes' sum)
 }
 
 func startCollector(cfg ChildConfig) (*collector, error) {
@@ -258,16 +259,26 @@ func (f *flushWatch) Capabilities() consumer.Capabilities { return f.next.Capabi
 
 func (f *flushWatch) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	t0 := time.Now().UnixNano()
+	// A chunk starts a new flush when the last one is over: the receiver
+	// counts a flush's points in its telemetry once all went through.
+	// (Not by tick: a flush of 1M tuples outlasts its interval.)
+	flushed := flushedPoints(f.c.tel)
 	n := int64(md.DataPointCount())
 	err := f.next.ConsumeMetrics(ctx, md)
 	t1 := time.Now().UnixNano()
 	s := &f.c.stats
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
-	tick := int((t0 - s.Started) / int64(s.Interval))
-	if k := len(s.Flushes); k == 0 || s.Flushes[k-1].Tick != tick {
-		s.Flushes = append(s.Flushes, Flush{Tick: tick, Start: s.Started + int64(tick)*int64(s.Interval), FirstChunk: t0})
+	if k := len(s.Flushes); k == 0 || flushed == f.c.points {
+		tick := int((t0 - s.Started) / int64(s.Interval))
+		start := s.Started + int64(tick)*int64(s.Interval)
+		if k > 0 {
+			// A tick that came while the last flush ran waited for it.
+			start = max(start, s.Flushes[k-1].End)
+		}
+		s.Flushes = append(s.Flushes, Flush{Tick: tick, Start: start, FirstChunk: t0})
 	}
+	f.c.points += n
 	fl := &s.Flushes[len(s.Flushes)-1]
 	fl.End, fl.Points = t1, fl.Points+n
 	fl.Chunks++

@@ -101,7 +101,7 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 	if err != nil {
 		return r, err
 	}
-	coldFlush, err := child.WaitFlush(ctx, tickAt(st, coldEnd))
+	coldFlush, err := child.WaitFlush(ctx, coldEnd)
 	if err != nil {
 		return r, err
 	}
@@ -118,7 +118,12 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 	cpu1, _ = child.CPU()
 	r.CPU, r.Spans = cpu1-cpu0, int64(rounds*w.Spans())
 	r.Requests += int64(rounds * w.Requests())
-	r.IngestFlushed = tickAt(st, warmStart) != tickAt(st, warmEnd)
+	if st, err = child.Stats(); err != nil {
+		return r, err
+	}
+	for _, f := range st.Flushes {
+		r.IngestFlushed = r.IngestFlushed || f.End >= warmStart && f.Start <= warmEnd
+	}
 
 	// The flush of the measured passes: every tuple touched. The probe
 	// starts a second before its tick.
@@ -130,7 +135,7 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 	defer func() { _ = probe.Stop() }()
 	quietFrom := time.Now().UnixNano()
 	cpu0, _ = child.CPU()
-	if r.Flush, err = child.WaitFlush(ctx, next-1); err != nil {
+	if r.Flush, err = child.WaitFlush(ctx, warmEnd); err != nil {
 		return r, err
 	}
 	cpu1, _ = child.CPU()
