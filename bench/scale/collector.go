@@ -197,6 +197,7 @@ func startCollector(cfg ChildConfig) (*collector, error) {
 	mux.HandleFunc("/stats", c.serveStats)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	c.ctl = &http.Server{Addr: ctlAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", ctlAddr)
 	if err != nil {

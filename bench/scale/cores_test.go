@@ -125,14 +125,36 @@ func contention(ctx context.Context, t *testing.T, w *Workload) error {
 	if _, err := s.Post(ctx, w.Bodies, 1); err != nil {
 		return err
 	}
+	// A CPU profile over the slot: the share of ingest spent under the
+	// aggregator's lock (traffic.(*Aggregator).Add's own work) bounds how
+	// far a second core can help.
+	if err := os.MkdirAll(*coresProf, 0o755); err != nil {
+		return err
+	}
+	cpuPath := filepath.Join(*coresProf, "cpu.pb.gz")
+	cpuDone := make(chan error, 1)
+	go func() {
+		cpuDone <- c.Profile(fmt.Sprintf("profile?seconds=%d", int(coresSlot.Seconds())), cpuPath)
+	}()
 	sl, err := measureSlot(ctx, c, s, w, *coresSlot)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nprofiled GOMAXPROCS=2 slot: %.0f spans/s, %.2f cores busy\n", float64(sl.spans)/sl.wall.Seconds(), sl.cpu.Seconds()/sl.wall.Seconds())
-	if err := os.MkdirAll(*coresProf, 0o755); err != nil {
+	if err := <-cpuDone; err != nil {
 		return err
 	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=40", cpuPath).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go tool pprof %s: %v\n%s", cpuPath, err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		// The total, the ingest path and the lock's holders.
+		if strings.Contains(line, " total") || strings.Contains(line, "handleTraces ") || strings.Contains(line, "(*Aggregator).Add") ||
+			strings.Contains(line, "(*Aggregator).add") || strings.Contains(line, "CountProto") || strings.Contains(line, "gcBgMarkWorker") {
+			fmt.Print(line)
+		}
+	}
+	fmt.Printf("\nprofiled GOMAXPROCS=2 slot: %.0f spans/s, %.2f cores busy\n", float64(sl.spans)/sl.wall.Seconds(), sl.cpu.Seconds()/sl.wall.Seconds())
 	for _, name := range []string{"mutex", "block"} {
 		path := filepath.Join(*coresProf, name+".pb.gz")
 		if err := c.Profile(name, path); err != nil {

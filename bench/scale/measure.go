@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,10 @@ type Case struct {
 	// heap after the scrapes, its mutex contention (on, fraction 1 in 10)
 	// after the full flush and after the scrapes.
 	Profiles string
+	// TraceFlush > 0 saves an execution trace of that long (into
+	// Profiles), from a second before the full flush's tick: what the
+	// probe's longest post waited for.
+	TraceFlush time.Duration
 }
 
 // Result is what one case measured.
@@ -131,6 +136,14 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 	if wait := time.Until(time.Unix(0, st.Started+int64(next)*int64(st.Interval)).Add(-time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
+	traced := make(chan error, 1)
+	if c.TraceFlush > 0 && c.Profiles != "" {
+		go func() {
+			traced <- saveProfile(child, c, fmt.Sprintf("trace?seconds=%d", int(c.TraceFlush.Seconds())), "during-flush")
+		}()
+	} else {
+		traced <- nil
+	}
 	probe := StartProbe(child.Receiver)
 	defer func() { _ = probe.Stop() }()
 	quietFrom := time.Now().UnixNano()
@@ -142,7 +155,10 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 	r.FlushCPU = cpu1 - cpu0
 	r.Quiet, _ = probe.Longest(quietFrom, r.Flush.Start-int64(10*time.Millisecond))
 	r.PauseFlush, r.ProbesFlush = probe.Longest(r.Flush.Start, r.Flush.End)
-	if err := saveProfile(child, c, "mutex", "flush"); err != nil {
+	if err := <-traced; err != nil {
+		return r, err
+	}
+	if err := saveProfile(child, c, "mutex", "after-flush"); err != nil {
 		return r, err
 	}
 	logf("%s %d: measured passes %v, full flush %v (%d points), longest probe post during it %v",
@@ -177,10 +193,10 @@ func run(ctx context.Context, c Case, w *Workload, child *Child, logf func(strin
 		return r, err
 	}
 	r.HeapInuse = st.HeapInuse
-	if err := saveProfile(child, c, "mutex", "scrapes"); err != nil {
+	if err := saveProfile(child, c, "mutex", "after-scrapes"); err != nil {
 		return r, err
 	}
-	if err := saveProfile(child, c, "heap", "scrapes"); err != nil {
+	if err := saveProfile(child, c, "heap", "after-scrapes"); err != nil {
 		return r, err
 	}
 	return r, child.Stop()
@@ -195,7 +211,8 @@ func saveProfile(child *Child, c Case, name, phase string) error {
 	if err := os.MkdirAll(c.Profiles, 0o755); err != nil {
 		return err
 	}
-	return child.Profile(name, filepath.Join(c.Profiles, fmt.Sprintf("%s-%s-%d-after-%s.pb.gz", name, c.Profile, c.Tuples, phase)))
+	file := strings.ReplaceAll(strings.ReplaceAll(name, "?", "-"), "=", "")
+	return child.Profile(name, filepath.Join(c.Profiles, fmt.Sprintf("%s-%s-%d-%s.pb.gz", file, c.Profile, c.Tuples, phase)))
 }
 
 // tickAt is the tick k whose interval [Started + k × Interval, +Interval)

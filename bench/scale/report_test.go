@@ -18,6 +18,7 @@ var (
 	minSpansFlag = flag.Int("min-spans", 2_000_000, "spans of the measured ingest at every size (whole passes over every tuple)")
 	connsFlag    = flag.Int("conns", 4, "sender connections")
 	heapFlag     = flag.String("profiles-dir", "", "directory for the child's heap and mutex profiles of each case (none if empty; mutex profiling on then)")
+	traceFlag    = flag.Duration("trace-flush", 0, "with -profiles-dir: an execution trace this long from a second before each full flush")
 	intervalFlag = flag.String("flush-interval", "", "flush_interval per size, comma-separated (default: 15s below 100k, 20s to 100k, 240s above)")
 )
 
@@ -38,7 +39,7 @@ func TestReport(t *testing.T) {
 	for _, n := range sizes {
 		w := NewWorkload(n) // one workload for both profiles: the same bytes
 		for _, prof := range strings.Split(*profilesFlag, ",") {
-			c := Case{Profile: prof, Tuples: n, FlushInterval: intervals[n], MinSpans: *minSpansFlag, Conns: *connsFlag, Profiles: *heapFlag}
+			c := Case{Profile: prof, Tuples: n, FlushInterval: intervals[n], MinSpans: *minSpansFlag, Conns: *connsFlag, Profiles: *heapFlag, TraceFlush: *traceFlag}
 			r, err := Run(context.Background(), c, w, t.Logf)
 			if err != nil {
 				t.Fatalf("%s at %d tuples: %v", prof, n, err)
