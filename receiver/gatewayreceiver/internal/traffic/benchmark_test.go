@@ -19,57 +19,16 @@ import (
 // starts, added under one lock as Add does. allocs/op is allocations per
 // event (issue 5: 0; with exponential histograms too, issue 14); cpu-ns/op
 // the thread's CPU time per event, which waiting for a core on a shared
-// machine does not inflate. bench/receiver's TestReport runs it too.
+// machine does not inflate. bench/receiver's TestReport runs it too;
+// BenchmarkUnmarshal is its yardstick.
 // Compare runs with: go test -run '^$' -bench Aggregate -count 6 ./receiver/gatewayreceiver/internal/traffic | benchstat -
 func BenchmarkAggregate(b *testing.B) {
-	const routes, events = 10_000, 16_384
-	methods := [...]string{"GET", "POST", "GET", "PUT", "GET", "DELETE", "GET", "PATCH"}
-	statuses := [...]int64{200, 200, 200, 200, 200, 200, 200, 200, 200, 201, 404, 503}
-	evs := make([]gateway.Event, events)
-	for i := range evs {
-		route := i * 7919 % routes // every route, scattered
-		e := &evs[i]
-		e.Reset()
-		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
-		e.Route = "/api/v1/r" + strconv.Itoa(route)
-		e.Method, e.StatusCode, e.Source = methods[route%len(methods)], statuses[i%len(statuses)], gateway.SourceUpstream
-		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
-		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(route%100)+".internal", "10.0.0."+strconv.Itoa(1+route%4), 8080
-	}
+	evs := aggregateEvents()
 	// traced: the same events carrying their span's trace and span ids, so
-	// every histogram observation also keeps its bucket's exemplar.
-	traced := make([]gateway.Event, len(evs))
-	copy(traced, evs)
-	for i := range traced {
-		traced[i].TraceID = [16]byte{1, byte(i), byte(i >> 8)}
-		traced[i].SpanID = [8]byte{2, byte(i), byte(i >> 8)}
-	}
+	// histogram observations also keep their buckets' exemplars.
+	traced := tracedEvents(evs)
 	// exponential: the otel profile with histogram.exponential (max_size 160).
 	exponential := otelProfile.withDurationHistograms(nil, defaultExpoMaxSize)
-	// unmarshal: pdata's unmarshal of the traced events as Kong sends them
-	// (kongBodies), per event: the yardstick of issue 28 item 3, measured
-	// side by side (aggregation ÷ unmarshal, traced and not).
-	b.Run("unmarshal", func(b *testing.B) {
-		bodies := kongBodies(b, traced)
-		req := ptraceotlp.NewExportRequest()
-		b.ReportAllocs()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		cpu0 := testutil.ThreadCPU()
-		i := 0
-		for b.Loop() {
-			if err := req.UnmarshalProto(bodies[i]); err != nil {
-				b.Fatal(err)
-			}
-			if i++; i == len(bodies) {
-				i = 0
-			}
-		}
-		// One op is one export of kongBodyEvents events: per event, as
-		// the aggregation's.
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
-		b.ReportMetric(float64(testutil.ThreadCPU()-cpu0)/float64(b.N*kongBodyEvents), "cpu-ns/event")
-	})
 	// The -windows runs end a window (Take, outside the timer and the CPU
 	// figure) after every pass over the events: 1.6 requests per route
 	// and window, so most traced observations are their bucket's first
@@ -120,6 +79,38 @@ func BenchmarkAggregate(b *testing.B) {
 			b.ReportMetric(float64(testutil.ThreadCPU()-cpu0-takeCPU)/float64(b.N), "cpu-ns/event")
 		})
 	}
+}
+
+// aggregateEvents are BenchmarkAggregate's events: Kong-shaped requests
+// (as bench/receiver's workload: 10k routes, 90 % 200s, a balancer target
+// each), every route, scattered.
+func aggregateEvents() []gateway.Event {
+	const routes, events = 10_000, 16_384
+	methods := [...]string{"GET", "POST", "GET", "PUT", "GET", "DELETE", "GET", "PATCH"}
+	statuses := [...]int64{200, 200, 200, 200, 200, 200, 200, 200, 200, 201, 404, 503}
+	evs := make([]gateway.Event, events)
+	for i := range evs {
+		route := i * 7919 % routes
+		e := &evs[i]
+		e.Reset()
+		e.Kind, e.Gateway, e.Instance = gateway.KindKong, "kong", "node-1"
+		e.Route = "/api/v1/r" + strconv.Itoa(route)
+		e.Method, e.StatusCode, e.Source = methods[route%len(methods)], statuses[i%len(statuses)], gateway.SourceUpstream
+		e.TotalMS, e.UpstreamMS = float64(2+i%300), float64(1+i%300)
+		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(route%100)+".internal", "10.0.0."+strconv.Itoa(1+route%4), 8080
+	}
+	return evs
+}
+
+// tracedEvents is a copy of evs, each with its span's trace and span ids.
+func tracedEvents(evs []gateway.Event) []gateway.Event {
+	traced := make([]gateway.Event, len(evs))
+	copy(traced, evs)
+	for i := range traced {
+		traced[i].TraceID = [16]byte{1, byte(i), byte(i >> 8)}
+		traced[i].SpanID = [8]byte{2, byte(i), byte(i >> 8)}
+	}
+	return traced
 }
 
 // kongBodyEvents is the requests of one of kongBodies' exports.
@@ -184,6 +175,34 @@ func kongBodies(tb testing.TB, evs []gateway.Event) [][]byte {
 		bodies = append(bodies, body)
 	}
 	return bodies
+}
+
+// BenchmarkUnmarshal is the yardstick of BenchmarkAggregate (issue 28 item
+// 3: aggregation and exemplar capture as a ratio to it, run side by side):
+// pdata's unmarshal of BenchmarkAggregate's traced events as a Kong node
+// exports them (kongBodies), per event.
+// Compare runs with: go test -run '^$' -bench 'Aggregate$|Unmarshal' -count 6 ./receiver/gatewayreceiver/internal/traffic
+func BenchmarkUnmarshal(b *testing.B) {
+	evs := aggregateEvents()
+	bodies := kongBodies(b, tracedEvents(evs))
+	req := ptraceotlp.NewExportRequest()
+	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := testutil.ThreadCPU()
+	i := 0
+	for b.Loop() {
+		if err := req.UnmarshalProto(bodies[i]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == len(bodies) {
+			i = 0
+		}
+	}
+	// One op is one export of kongBodyEvents events: per event, as the
+	// aggregation's.
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
+	b.ReportMetric(float64(testutil.ThreadCPU()-cpu0)/float64(b.N*kongBodyEvents), "cpu-ns/event")
 }
 
 // BenchmarkAggregateNew is BenchmarkAggregate's events, each one a tuple
