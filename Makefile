@@ -4,6 +4,8 @@
 #   make test   unit tests with -race, then the end-to-end test against a real Prometheus
 #               (Debian's 2.42, and 3.16 built once into ~/.cache/otelgateway: make prometheus3)
 #   make bench  benchmarks (figures for issue notes)
+#   make bench-scale  receiver → processor → promstream at 10k, 100k and 1M tuples (~35 min, ~12 GiB at 1M)
+#   make bench-cores  the receiver's ingest under GOMAXPROCS=1 and 2, with mutex and block profiles
 #   make lint   gofmt, go vet and staticcheck; the deploy/ files: promtool on the alert rules and their
 #               unit tests, the Kubernetes manifests, the Dockerfile and the dashboard (deploy module)
 #   make soak   mixed good and hostile traffic for SOAK_MINUTES (default 10) against the built collector
@@ -15,7 +17,7 @@ CONFIG      ?= testdata/config.yaml
 # Every Go source of the main module: the distribution is rebuilt when one changes.
 SOURCES     := $(shell find . -name '*.go' -not -path './dist/*' -not -path './e2e/*' -not -path './bench/*') go.mod go.sum builder-config.yaml
 
-.PHONY: all build run test unit e2e soak bench lint lint-deploy prometheus prometheus3 clean
+.PHONY: all build run test unit e2e soak bench bench-scale bench-cores lint lint-deploy prometheus prometheus3 clean
 
 all: build
 
@@ -81,6 +83,21 @@ bench:
 	cd bench/health && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 	cd bench/receiver && $(GO) test -run TestReport -v -count 1 -timeout 10m .
 	cd bench/distribution && $(GO) test -run TestReport -v -count 1 -timeout 30m . -step $(DIST_STEP)
+
+# The scale curve (bench/scale, issue 28): not part of `make bench` (about
+# 35 minutes, and the 1M-tuple otel case holds ~12 GiB). SCALE_SIZES picks
+# the sizes; SCALE_PROFILES the directory for the child's heap and mutex
+# profiles (none if empty).
+SCALE_SIZES    ?= 10000,100000,1000000
+SCALE_PROFILES ?=
+bench-scale:
+	cd bench/scale && $(GO) test -run TestReport -v -count 1 -timeout 90m . -sizes $(SCALE_SIZES) -profiles-dir "$(SCALE_PROFILES)"
+
+# Ingest on 1 and 2 cores (bench/scale TestCores): mutex and block profiles in
+# $(CORES_PROFILES) (dist/ is not tracked).
+CORES_PROFILES ?= $(CURDIR)/dist/bench-profiles
+bench-cores:
+	cd bench/scale && $(GO) test -run TestCores -v -count 1 -timeout 20m . -cores-profiles "$(CORES_PROFILES)"
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './dist/*' -not -path './bench/*/dist/*')); \

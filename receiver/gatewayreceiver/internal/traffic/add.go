@@ -54,8 +54,9 @@ func (a *Aggregator) add(e *gateway.Event) {
 	// Whether the event carries a trace (an exemplar) is decided once, not
 	// per histogram.
 	var traced *gateway.Event
+	var u uint64
 	if a.keepExemplars && e.TraceID != ([16]byte{}) {
-		traced = e
+		traced, u = e, a.draw()
 	}
 	w := max(e.Weight, 1)
 	for i := range a.fams {
@@ -71,7 +72,7 @@ func (a *Aggregator) add(e *gateway.Event) {
 		if r == nil {
 			r = a.resolve(h, f.table, &k)
 		}
-		if r.add(f, v, w, traced).touch() {
+		if r.add(f, v, w, traced, u).touch() {
 			a.tables[f.table].touch(r)
 		}
 	}
@@ -99,4 +100,15 @@ func (a *Aggregator) resolve(h *handle, ti int, k *tuple) *row {
 	}
 	h.rows[ti] = r
 	return r
+}
+
+// draw is the next of the aggregator's uniform random numbers (splitmix64:
+// which traced request a bucket keeps as its exemplar needs no more; the
+// caller holds a.mu).
+func (a *Aggregator) draw() uint64 {
+	a.rng += 0x9e3779b97f4a7c15
+	z := a.rng
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
 }

@@ -62,8 +62,10 @@ type Aggregator struct {
 	tables []table
 	prof   *profile
 	dims   Dimensions
-	// keepExemplars: histograms keep a traced request per bucket.
+	// keepExemplars: histograms keep a traced request per bucket, drawn
+	// with rng (add's draw).
 	keepExemplars bool
+	rng           uint64
 	// labels are what every point carries beside its family's labels.
 	labels pointLabels
 	held   held

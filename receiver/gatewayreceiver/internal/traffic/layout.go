@@ -3,6 +3,7 @@ package traffic
 import (
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sort"
 
 	"github.com/otelgateway/otelgateway/receiver/gatewayreceiver/internal/gateway"
@@ -22,26 +23,56 @@ import (
 
 // series is one family's stream for one row over the current window, as
 // the words of the row that hold it: total and sum (float64 bits), count,
-// and whether it was updated in this window (emit it). Sums use total;
-// histograms count, sum and the family's buckets (len(bounds)+1, the last
-// +Inf), which follow the row's series in its words.
+// and its flags: bit 0 whether it was updated in this window (emit it),
+// bit 1+i whether explicit bucket i (i < maxFlaggedBuckets; bit 1 for an
+// exponential histogram's one exemplar) kept an exemplar in this window.
+// Sums use total; histograms count, sum and the family's buckets
+// (len(bounds)+1, the last +Inf), which follow the row's series in its
+// words.
 type series [seriesWords]uint64
 
 // seriesWords is the words of one series.
 const seriesWords = 4
 
+// maxFlaggedBuckets is the buckets whose exemplar has a flag in the
+// series' flags word; a bucket beyond keeps every traced request's.
+const maxFlaggedBuckets = 63
+
 func (s *series) total() float64 { return math.Float64frombits(s[0]) }
 func (s *series) count() uint64  { return s[1] }
 func (s *series) sum() float64   { return math.Float64frombits(s[2]) }
-func (s *series) touched() bool  { return s[3] != 0 }
+func (s *series) touched() bool  { return s[3]&1 != 0 }
 
 // touch marks s updated in this window; false if it was already.
 func (s *series) touch() bool {
-	if s[3] != 0 {
+	if s[3]&1 != 0 {
 		return false
 	}
-	s[3] = 1
+	s[3] |= 1
 	return true
+}
+
+// sampled says whether a traced observation of weight w, in a bucket (i:
+// its exemplar's flag) that now counts c requests in this window, becomes
+// the bucket's exemplar, u being a uniform random draw: always the first
+// (the bucket keeps one whenever it saw a traced request), then each with
+// probability w/c, which leaves every request of the bucket the same
+// chance to be the one kept (reservoir sampling of one, as the OTel SDK's
+// aligned histogram bucket reservoir; "latest" wrote the exemplar on every
+// traced request, a cache miss per histogram, issue 28 item 3). Reading
+// and setting the flag touches only the series' words, which the
+// observation updates anyway.
+func (s *series) sampled(i int, c, w, u uint64) bool {
+	if i >= maxFlaggedBuckets {
+		return true
+	}
+	bit := uint64(2) << i
+	if s[3]&bit == 0 {
+		s[3] |= bit
+		return true
+	}
+	hi, _ := bits.Mul64(u, c) // u·c / 2^64: uniform in [0, c)
+	return hi < w
 }
 
 // addTo adds a window's total, sum and count to s (merge).
@@ -54,10 +85,12 @@ func (s *series) addTo(total, sum float64, count uint64) {
 // extra is what a series of a row keeps beyond its counts, when it keeps
 // any.
 type extra struct {
-	// ex is, per bucket, the last sampled request observed in it this
-	// window; allocated on the first one (spans with a trace id only). An
-	// exponential histogram keeps one, the last.
-	ex *[]exemplar
+	// ex is, per bucket, the traced request kept from those observed in
+	// it this window (series.sampled); allocated on the first one (spans
+	// with a trace id only). An exponential histogram keeps one. The
+	// slice itself, not a pointer to it: one dependent load less on a
+	// traced request's path.
+	ex []exemplar
 	// exp holds the buckets of an exponential histogram (nil otherwise).
 	exp *expoHist
 }
@@ -73,10 +106,10 @@ type exemplar struct {
 
 // exemplars is x's exemplars, nil when it keeps none (or x is nil).
 func (x *extra) exemplars() []exemplar {
-	if x == nil || x.ex == nil {
+	if x == nil {
 		return nil
 	}
-	return *x.ex
+	return x.ex
 }
 
 // row is one label set of a view (a tuple as the view keeps it) with the
@@ -246,9 +279,7 @@ func (t *table) release(r *row) {
 	}
 	for j := range xs {
 		x := &xs[j]
-		if x.ex != nil {
-			clear(*x.ex)
-		}
+		clear(x.ex)
 		if h := x.exp; h != nil {
 			h.reset()
 			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
@@ -295,9 +326,10 @@ func (t *table) touch(r *row) {
 
 // add records, in the row's series of family f, value v of an event that
 // stands for w requests (a sampled span's adjusted count; 1 otherwise):
-// sums add v·w, histograms observe v w times, and keep traced (nil for an
-// event without a trace) as the bucket's exemplar. It returns the series.
-func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event) *series {
+// sums add v·w, histograms observe v w times, and may keep traced (nil for
+// an event without a trace) as the bucket's exemplar (series.sampled, u
+// the event's random draw). It returns the series.
+func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event, u uint64) *series {
 	s := r.at(f.slot)
 	if !f.hist {
 		s[0] = math.Float64bits(s.total() + v*float64(w))
@@ -309,15 +341,16 @@ func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event) *series
 	if f.expoSize > 0 {
 		x := r.extraAt(f.slot) // made with the row
 		x.exp.observe(v, w)
-		if traced != nil {
+		if traced != nil && s.sampled(0, s[1], w, u) {
 			x.exemplar(0, 1, traced, v)
 		}
 		return s
 	}
 	// Bounds are upper-inclusive, as Prometheus' le.
 	i := sort.SearchFloat64s(f.bounds, v)
-	r.words[f.at+i] += w
-	if traced != nil {
+	b := &r.words[f.at+i]
+	*b += w
+	if traced != nil && s.sampled(i, *b, w, u) {
 		r.ensureExtra(f.slot, f.cols).exemplar(i, len(f.bounds)+1, traced, v)
 	}
 	return s
@@ -327,10 +360,12 @@ func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event) *series
 // borrows its input).
 func (x *extra) exemplar(i, buckets int, e *gateway.Event, v float64) {
 	if x.ex == nil {
-		ex := make([]exemplar, buckets) // once per series, on its first traced request
-		x.ex = &ex
+		x.ex = make([]exemplar, buckets) // once per series, on its first traced request
 	}
-	(*x.ex)[i] = exemplar{trace: e.TraceID, span: e.SpanID, value: v, set: true}
+	// Field by field: a composite literal is built on the stack and
+	// copied (a 40-byte memmove per traced histogram observation).
+	ex := &x.ex[i]
+	ex.trace, ex.span, ex.value, ex.set = e.TraceID, e.SpanID, v, true
 }
 
 // handle is what a tuple is found by: its row in every view, reached with
