@@ -19,8 +19,9 @@ package e2e
 // envoyDashboardGaps. The request, response-class and bytes panels are
 // evaluated at the scrape that first held the second push: each must be
 // exactly (second push − first push) / the seconds between Prometheus's two
-// samples, and the samples exactly the pushed values. The gauge panels must
-// be exactly the pushed gauges.
+// samples, and the samples exactly the pushed values; the latency panel's
+// three quantiles there exactly what histogram_quantile gives over the
+// pushed buckets. The gauge panels must be exactly the pushed gauges.
 
 import (
 	"context"
@@ -223,6 +224,51 @@ func envoyFlush(base *colmetricspb.ExportMetricsServiceRequest, k int, delta boo
 	return r
 }
 
+// envoyQuantile is what Prometheus's histogram_quantile gives over the
+// named histogram stat's buckets in the base push (its rate between two
+// flushes that each carry the base push is those buckets over dt, and the
+// quantile does not depend on the scale): Prometheus's bucketQuantile, the
+// linear interpolation inside the bucket holding rank q·count, the last
+// finite bound for the +Inf bucket.
+func envoyQuantile(t *testing.T, req *colmetricspb.ExportMetricsServiceRequest, q float64, name string, attrs ...string) float64 {
+	t.Helper()
+	var p *metricspb.HistogramDataPoint
+	for _, m := range req.ResourceMetrics[0].ScopeMetrics[0].Metrics {
+		if h := m.GetHistogram(); m.Name == name && h != nil {
+			for _, dp := range h.DataPoints {
+				match := len(dp.Attributes)*2 == len(attrs)
+				for i := 0; match && i < len(attrs); i += 2 {
+					match = attrValue(dp.Attributes, attrs[i]) == attrs[i+1]
+				}
+				if match {
+					p = dp
+				}
+			}
+		}
+	}
+	if p == nil || len(p.BucketCounts) != len(p.ExplicitBounds)+1 {
+		t.Fatalf("histogram %s%v: not one point with bounds in the push", name, attrs)
+	}
+	cum := make([]float64, len(p.BucketCounts))
+	var n float64
+	for i, c := range p.BucketCounts {
+		n += float64(c)
+		cum[i] = n
+	}
+	rank := q * n
+	b := sort.Search(len(cum)-1, func(i int) bool { return cum[i] >= rank })
+	if b == len(cum)-1 {
+		return p.ExplicitBounds[len(p.ExplicitBounds)-1]
+	}
+	start, count := 0.0, cum[b]
+	if b > 0 {
+		start = p.ExplicitBounds[b-1]
+		count -= cum[b-1]
+		rank -= cum[b-1]
+	}
+	return start + (p.ExplicitBounds[b]-start)*(rank/count)
+}
+
 // promAt runs an instant query at a stored sample's timestamp.
 func promAt(p *promServer, q string, ts model.Time) ([]float64, error) {
 	at := fmt.Sprintf("%d.%03d", int64(ts)/1000, int64(ts)%1000)
@@ -386,6 +432,39 @@ func TestEnvoyDashboard(t *testing.T) {
 					continue
 				}
 				t.Logf("panel %q %s: %v/s = (%v − %v) / %vs, exact", c.panel, c.ref, got[0], v2, v1, dt)
+			}
+			// The latency panel at the same scrape, per quantile.
+			latency := "envoy_cluster_upstream_rq_time_count{envoy_cluster_name=\"" + envoyRouteCluster + "\"}"
+			m, err := promQueryMatrix(prom, latency+"[5m]")
+			if err != nil || len(m) != 1 {
+				t.Fatalf("%s[5m]: %v (%d series)", latency, err, len(m))
+			}
+			n := 2 * stat("cluster.upstream_rq_total", cl...) // the histogram counts every request
+			var at model.Time
+			for _, s := range m[0].Values {
+				if float64(s.Value) == n {
+					at = s.Timestamp
+					break
+				}
+			}
+			if at == 0 {
+				t.Fatalf("%s: samples %v, none %v", latency, m[0].Values, n)
+			}
+			var quantiles []string
+			for _, lq := range []struct {
+				ref string
+				q   float64
+			}{{"A", 0.99}, {"B", 0.9}, {"C", 0.5}} {
+				want := envoyQuantile(t, base, lq.q, "cluster.upstream_rq_time", cl...)
+				got, err := promAt(prom, envoyPanelExpr(t, panels, "Upstream Latency", lq.ref), at)
+				if err != nil || len(got) != 1 || math.Abs(got[0]-want) > 1e-9*want {
+					t.Errorf("panel \"Upstream Latency\" %s (%v) at %v: %v (%v), want %v ms from the pushed buckets", lq.ref, lq.q, at, got, err, want)
+					continue
+				}
+				quantiles = append(quantiles, fmt.Sprintf("p%v %v ms", lq.q*100, got[0]))
+			}
+			if len(quantiles) == 3 {
+				t.Logf("panel \"Upstream Latency\": %s, exactly the pushed buckets' quantiles", strings.Join(quantiles, ", "))
 			}
 			for _, g := range gauges {
 				q := envoyPanelExpr(t, panels, g.panel, g.ref)
