@@ -290,6 +290,16 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // the server's interceptors (auth among them), so nothing is counted before
 // they let the call through.
 func exportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) { //nolint:revive // gRPC's handler signature
+	return receiveAndExport(srv, ctx, dec, interceptor, exportMethod, func(g *grpcServer, ctx context.Context, raw *rawRequest) (any, error) {
+		return g.export(ctx, raw)
+	})
+}
+
+// receiveAndExport is a unary Export handler (TraceService's or
+// MetricsService's): it reads the call into a rawRequest on a pooled
+// scratch, then runs export through the server's interceptors as method.
+func receiveAndExport(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor, method string,
+	export func(*grpcServer, context.Context, *rawRequest) (any, error)) (any, error) { //nolint:revive // gRPC's handler arguments
 	g := srv.(*grpcServer)
 	s := g.ingest.getScratch()
 	defer g.ingest.putScratch(s)
@@ -298,11 +308,11 @@ func exportHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 		return nil, err
 	}
 	if interceptor == nil {
-		return g.export(ctx, raw)
+		return export(g, ctx, raw)
 	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: method}
 	return interceptor(ctx, raw, info, func(ctx context.Context, req any) (any, error) {
-		return g.export(ctx, req.(*rawRequest))
+		return export(g, ctx, req.(*rawRequest))
 	})
 }
 

@@ -39,19 +39,8 @@ type rawResponse struct{ b []byte }
 
 // metricsExportHandler is exportHandler for MetricsService/Export.
 func metricsExportHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) { //nolint:revive // gRPC's handler signature
-	g := srv.(*grpcServer)
-	s := g.ingest.getScratch()
-	defer g.ingest.putScratch(s)
-	raw := &rawRequest{in: g.ingest, s: s}
-	if err := g.receive(ctx, dec, raw); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
+	return receiveAndExport(srv, ctx, dec, interceptor, metricsExportMethod, func(g *grpcServer, ctx context.Context, raw *rawRequest) (any, error) {
 		return g.exportMetrics(ctx, raw)
-	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: metricsExportMethod}
-	return interceptor(ctx, raw, info, func(ctx context.Context, req any) (any, error) {
-		return g.exportMetrics(ctx, req.(*rawRequest))
 	})
 }
 

@@ -136,7 +136,7 @@ func (h *httpServer) handleTraces(w http.ResponseWriter, req *http.Request) {
 	}
 	defer h.ingest.putScratch(s)
 	body := s.body
-	if !direct && !h.chargePdata(w, req, enc, weight, s) {
+	if !direct && !h.chargePdata(w, req, enc, weight, s, gateway.OTLPProtoCost, "OTLP JSON") {
 		return
 	}
 	var err error
@@ -209,20 +209,22 @@ func (h *httpServer) readEncoding(w http.ResponseWriter, req *http.Request, allo
 
 // chargePdata checks a body pdata is about to decode, s's: an OTLP JSON
 // body's nesting (maxOTLPJSONDepth), and what decoding it would hold,
-// estimated from its elements (gateway.OTLPJSONCost, OTLPProtoCost),
-// against the weight it was charged per byte. Answered and counted here
-// when it may not go on.
-func (h *httpServer) chargePdata(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch) bool {
+// estimated from its elements (gateway.OTLPJSONCost; protoCost for
+// protobuf: traces' OTLPProtoCost, metrics' OTLPMetricsProtoCost), against
+// the weight it was charged per byte. Answered and counted here when it may
+// not go on; what names the body in the answer ("OTLP JSON").
+func (h *httpServer) chargePdata(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch,
+	protoCost func([]byte) gateway.DecodeCost, what string) bool {
 	ctx := req.Context()
 	var cost gateway.DecodeCost
 	if enc == jsonContentType {
 		var err error
 		if cost, err = gateway.OTLPJSONCost(s.body, maxOTLPJSONDepth); err != nil {
-			h.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON body: "+err.Error())
+			h.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed "+what+" body: "+err.Error())
 			return false
 		}
 	} else {
-		cost = gateway.OTLPProtoCost(s.body)
+		cost = protoCost(s.body)
 	}
 	switch tooLarge, busy := h.ingest.chargeDecode(s, cost, weight, encodingName(enc)); {
 	case tooLarge != "":

@@ -37,7 +37,7 @@ func (h *httpServer) handleMetrics(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer h.ingest.putScratch(s)
-	if !h.chargeMetrics(w, req, enc, weight, s) {
+	if !h.chargePdata(w, req, enc, weight, s, gateway.OTLPMetricsProtoCost, "OTLP JSON metrics") {
 		return
 	}
 	otlpReq := pmetricotlp.NewExportRequest()
@@ -59,31 +59,6 @@ func (h *httpServer) handleMetrics(w http.ResponseWriter, req *http.Request) {
 // noMetricsPipeline answers a push to a receiver in no metrics pipeline.
 const noMetricsPipeline = "this gateway receiver is in no metrics pipeline, so it takes no pushed metrics: " +
 	"list it under a metrics pipeline's receivers (service::pipelines::metrics::receivers)"
-
-// chargeMetrics checks what decoding s's body into pdata would hold
-// against what it was charged, as chargePdata does for traces.
-func (h *httpServer) chargeMetrics(w http.ResponseWriter, req *http.Request, enc string, weight int64, s *exportScratch) bool {
-	ctx := req.Context()
-	var cost gateway.DecodeCost
-	if enc == jsonContentType {
-		var err error
-		if cost, err = gateway.OTLPJSONCost(s.body, maxOTLPJSONDepth); err != nil {
-			h.reject(ctx, w, enc, http.StatusBadRequest, httpMalformed, "malformed OTLP JSON metrics body: "+err.Error())
-			return false
-		}
-	} else {
-		cost = gateway.OTLPMetricsProtoCost(s.body)
-	}
-	switch tooLarge, busy := h.ingest.chargeDecode(s, cost, weight, encodingName(enc)); {
-	case tooLarge != "":
-		h.reject(ctx, w, enc, http.StatusRequestEntityTooLarge, httpTooLarge, tooLarge)
-		return false
-	case busy != nil:
-		h.rejectBusy(ctx, w, enc, busy)
-		return false
-	}
-	return true
-}
 
 // answerMetrics answers a decoded push: 400 when every point was of no
 // known gateway, 503 (or 400 when permanent) when the pipeline refused the

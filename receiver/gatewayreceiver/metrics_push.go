@@ -248,26 +248,10 @@ func resourcePoints(rm pmetric.ResourceMetrics) int {
 	for i := 0; i < sms.Len(); i++ {
 		ms := sms.At(i).Metrics()
 		for j := 0; j < ms.Len(); j++ {
-			n += metricPoints(ms.At(j))
+			n += gateway.PointCount(ms.At(j))
 		}
 	}
 	return n
-}
-
-func metricPoints(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }
 
 // supersede marks the Kong events of nodes whose pushed metrics carry their

@@ -166,7 +166,7 @@ func MapEnvoyMetrics(dst pmetric.Metrics, rm pmetric.ResourceMetrics, o *Metrics
 	}
 	if made {
 		// A family whose every point was dropped leaves no empty metric.
-		out.RemoveIf(func(x pmetric.Metric) bool { return pointCount(x) == 0 })
+		out.RemoveIf(func(x pmetric.Metric) bool { return PointCount(x) == 0 })
 		trimEmpty(dst)
 	}
 	// The pooled scratch keeps no label value of rm alive (the name caches
@@ -274,7 +274,7 @@ func promNameByte(c byte) bool {
 // metric maps every point of one stat metric into out.
 func (m *envoyMapper) metric(out pmetric.MetricSlice, metric pmetric.Metric) {
 	name := metric.Name()
-	n := pointCount(metric)
+	n := PointCount(metric)
 	if len(name) == 0 || len(name) > maxPushNameBytes {
 		for range n {
 			m.st.drop(PointInvalid, name, "name empty or longer than ", intString(maxPushNameBytes), " bytes")

@@ -40,7 +40,7 @@ func KongPushedFamilies(rm pmetric.ResourceMetrics) KongFamilySet {
 		ms := sms.At(i).Metrics()
 		for j := 0; j < ms.Len(); j++ {
 			m := ms.At(j)
-			if r, ok := kongRules[m.Name()]; ok && pointCount(m) > 0 {
+			if r, ok := kongRules[m.Name()]; ok && PointCount(m) > 0 {
 				set = set.With(r.fam)
 			}
 		}

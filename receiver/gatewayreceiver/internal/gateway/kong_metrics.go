@@ -283,7 +283,7 @@ func (m *kongMapper) metric(metric pmetric.Metric) {
 	name := metric.Name()
 	r, ok := kongRules[name]
 	if !ok {
-		m.st.Points[PointUnmapped] += pointCount(metric)
+		m.st.Points[PointUnmapped] += PointCount(metric)
 		return
 	}
 	scale := 1.0
@@ -291,7 +291,7 @@ func (m *kongMapper) metric(metric pmetric.Metric) {
 		var ok bool
 		if scale, ok = msPerUnit(metric.Unit()); !ok {
 			unit := strconv.Quote(CutLabel(metric.Unit(), 32))
-			for range pointCount(metric) {
+			for range PointCount(metric) {
 				m.st.drop(PointInvalid, name, "unit ", unit, " is not a duration")
 			}
 			return
@@ -330,7 +330,7 @@ func (m *kongMapper) metric(metric pmetric.Metric) {
 			m.histogram(r, name, dps.At(k), delta, scale)
 		}
 	default:
-		m.dropAll(name, pointCount(metric), metric, r)
+		m.dropAll(name, PointCount(metric), metric, r)
 	}
 }
 
@@ -738,23 +738,6 @@ func (m *kongMapper) writeSeries(metric pmetric.Metric, fam *KongFamily, s *kong
 	for i := range n {
 		attrs.PutStr(fam.Labels[i], s.labels[i])
 	}
-}
-
-// pointCount is the number of data points of a metric of any type.
-func pointCount(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }
 
 func typeName(m pmetric.Metric) string {

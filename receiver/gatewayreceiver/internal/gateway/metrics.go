@@ -350,3 +350,20 @@ func resourceStr(rm pmetric.ResourceMetrics, key string) string {
 func hasPrefixDot(name, prefix string) bool {
 	return len(name) > len(prefix) && name[len(prefix)] == '.' && strings.HasPrefix(name, prefix)
 }
+
+// PointCount is the number of data points of a metric of any type.
+func PointCount(m pmetric.Metric) int {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints().Len()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints().Len()
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().DataPoints().Len()
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().DataPoints().Len()
+	case pmetric.MetricTypeSummary:
+		return m.Summary().DataPoints().Len()
+	}
+	return 0
+}
