@@ -1,14 +1,13 @@
 package distribution
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otelgateway/otelgateway/bench/kongload"
 )
 
 // Senders is how many posts may be in flight at once: a fleet of gateway
@@ -104,19 +103,5 @@ func (s *Sender) Run(ctx context.Context, rate int, d time.Duration) Load {
 }
 
 func (s *Sender) post(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
+	return kongload.Post(ctx, s.client, s.url, body)
 }

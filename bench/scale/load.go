@@ -1,14 +1,13 @@
 package scale
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otelgateway/otelgateway/bench/kongload"
 )
 
 // Sender posts bodies over Conns keep-alive loopback connections, each
@@ -62,21 +61,7 @@ func (s *Sender) Post(ctx context.Context, bodies [][]byte, rounds int) (time.Du
 }
 
 func (s *Sender) post(ctx context.Context, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: HTTP %d", s.url, resp.StatusCode)
-	}
-	return nil
+	return kongload.Post(ctx, s.client, s.url, body)
 }
 
 // Probe posts one small export after another on its own connection and

@@ -58,6 +58,19 @@ func Move(conf *confmap.Conf, keys []Key) ([]Key, error) {
 	return moved, nil
 }
 
+// Unmarshal is a Config's confmap.Unmarshaler body: Move, then decode conf
+// into cfg. It returns the keys moved, for Warn.
+func Unmarshal(conf *confmap.Conf, keys []Key, cfg any) ([]Key, error) {
+	moved, err := Move(conf, keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := conf.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
+	return moved, nil
+}
+
 // Warn logs one deprecation warning per moved key.
 func Warn(log *zap.Logger, moved []Key) {
 	for _, k := range moved {

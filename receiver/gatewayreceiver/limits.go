@@ -169,11 +169,8 @@ var renamedKeys = []rename.Key{
 // Unmarshal reads the config, taking each deprecated key of renamedKeys as
 // its new one.
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	moved, err := rename.Move(conf, renamedKeys)
+	moved, err := rename.Unmarshal(conf, renamedKeys, c)
 	if err != nil {
-		return err
-	}
-	if err := conf.Unmarshal(c); err != nil {
 		return err
 	}
 	c.renamed = moved
