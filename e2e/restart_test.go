@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // TestSigtermServesTheOpenWindow: a collector without storage, its gateway
@@ -66,5 +69,52 @@ func TestSigtermServesTheOpenWindow(t *testing.T) {
 	t.Logf("%d SIGTERMs, %d lost the open window", restarts, len(lost))
 	if len(lost) > 0 {
 		t.Errorf("acknowledged requests not served before the collector exited:\n%s", strings.Join(lost, "\n"))
+	}
+}
+
+// TestSigtermHAPair: two Prometheus servers, an HA pair, scrape one
+// collector without storage (flush_interval 1h: the only flush is the one at
+// SIGTERM). promstream's shutdown wait must last until each of them has
+// read the final window, not only the first to scrape: before, the second
+// server of the pair never saw the requests of the last window (here every
+// request of the process's life), on every restart.
+func TestSigtermHAPair(t *testing.T) {
+	const restarts = 3
+	m := newFleetMember(t, fleetOpts{name: "ha", defaultGrace: true, flushInterval: time.Hour}, freePorts(t, 4))
+	pair := []*promServer{startPrometheus(t, m.col.promAddr), startPrometheus(t, m.col.promAddr)}
+	for i := range restarts {
+		m.launch(t)
+		m.waitReady(t)
+		launched := time.Now()
+		// Ranges over this process's life alone (its scrapes since it was
+		// ready), not the previous one's.
+		since := func() string { return strconv.FormatInt(time.Since(launched).Milliseconds(), 10) + "ms" }
+		// Both servers scrape this process regularly (at least twice each)
+		// before its last batch, as they would in a long-running collector.
+		for j, p := range pair {
+			eventually(t, convergeTimeout, fmt.Sprintf("restart %d: server %d scrapes the collector", i, j), func() (bool, string) {
+				v, err := promQuery(p, "sum_over_time(up{job=\"otelgateway\"}["+since()+"])")
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(v) == 1 && v[0].Value >= 2, v.String()
+			})
+		}
+		n := 10 * (i + 1)
+		postKong(t, m.col, n)
+		took := m.terminate(t)
+		// The last scrape of each server ended before the process exited;
+		// the server appends its samples just after.
+		for j, p := range pair {
+			q := "sum(max_over_time(" + metricName + "[" + since() + "]))"
+			eventually(t, 10*time.Second, fmt.Sprintf("restart %d: server %d of the pair holds the %d requests acknowledged (shutdown took %v)", i, j, n, took), func() (bool, string) {
+				v, err := promQuery(p, q)
+				if err != nil {
+					return false, err.Error()
+				}
+				return len(v) == 1 && v[0].Value == model.SampleValue(n), q + ": " + v.String()
+			})
+		}
+		t.Logf("restart %d: shutdown took %v, both servers hold the final window", i, took)
 	}
 }

@@ -80,6 +80,10 @@ type promStreamExporter struct {
 	generation atomic.Uint64
 	readGen    atomic.Uint64
 	scraped    chan struct{}
+	// scrapers are the connections whole scrapes came from: Shutdown
+	// also waits for each regular one to read the final state (an HA
+	// pair of Prometheus servers).
+	scrapers scrapers
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error) {
@@ -169,26 +173,33 @@ func (e *promStreamExporter) shutdown(ctx context.Context) error {
 }
 
 // awaitFinalScrape keeps /metrics served, for at most shutdown_grace, until
-// a scrape that started after the last stored batch has completed: without
-// persistent storage the collector's last flush lands here on shutdown, and
-// a pull exporter that stopped at once would lose it (a clean restart lost
-// seconds of traffic). It returns at once when no batch came after the last
-// complete scrape, and when ctx ends.
+// a scrape that started after the last stored batch has completed, and
+// every scraper that scrapes regularly (scrapers.regular: both servers of an
+// HA pair) has completed one: without persistent storage the collector's
+// last flush lands here on shutdown, and a pull exporter that stopped at
+// once would lose it (a clean restart lost seconds of traffic). It returns
+// at once when no batch came after those scrapes, and when ctx ends.
 func (e *promStreamExporter) awaitFinalScrape(ctx context.Context) {
 	grace := e.cfg.ShutdownGrace
-	if grace <= 0 || e.finalStateRead() {
+	if grace <= 0 {
+		return
+	}
+	regular := e.scrapers.regular(time.Now(), grace)
+	if e.finalStateRead(regular) {
 		return
 	}
 	e.settings.Logger.Info("Serving /metrics until a scrape reads the final state (shutdown_grace)",
-		zap.Duration("shutdown_grace", grace))
+		zap.Duration("shutdown_grace", grace), zap.Int("regular_scrapers", len(regular)))
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
-	for !e.finalStateRead() {
+	for !e.finalStateRead(regular) {
 		select {
 		case <-e.scraped:
 		case <-timer.C:
-			e.settings.Logger.Warn("No whole scrape read the final state within shutdown_grace; unless sharded (?shard=) scrapes read all of it, its last points are not served",
-				zap.Duration("shutdown_grace", grace))
+			e.settings.Logger.Warn("Not every scraper read the final state within shutdown_grace; unless sharded (?shard=) scrapes read all of it, its last points are not served to them",
+				zap.Duration("shutdown_grace", grace), zap.Bool("any_whole_scrape", e.readGen.Load() >= e.generation.Load()),
+				zap.Int("regular_scrapers", len(regular)),
+				zap.Int("regular_scrapers_unread", e.scrapers.unread(regular, e.generation.Load())))
 			return
 		case <-ctx.Done():
 			return
@@ -197,9 +208,10 @@ func (e *promStreamExporter) awaitFinalScrape(ctx context.Context) {
 }
 
 // finalStateRead reports whether a completed scrape read every stored
-// batch.
-func (e *promStreamExporter) finalStateRead() bool {
-	return e.readGen.Load() >= e.generation.Load()
+// batch, and every scraper of regular did.
+func (e *promStreamExporter) finalStateRead(regular []string) bool {
+	gen := e.generation.Load()
+	return e.readGen.Load() >= gen && e.scrapers.unread(regular, gen) == 0
 }
 
 // scrapeCompleted records that a scrape which started at generation gen

@@ -108,6 +108,7 @@ func (e *promStreamExporter) handleMetrics(w http.ResponseWriter, r *http.Reques
 		// A whole scrape: it read everything stored by gen (unless it left
 		// out a series created too recently for it, which the next one
 		// writes).
+		e.scrapers.completed(r.RemoteAddr, gen, start)
 		e.scrapeCompleted(gen)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,5 +224,116 @@ func TestShutdownGraceNotEndedByAScrapeThatHeldBack(t *testing.T) {
 		if !heldBack && took >= grace {
 			t.Errorf("Shutdown took %v (the whole grace) although a scrape read everything", took)
 		}
+	}
+}
+
+// scraperClient is one scraper: its own keep-alive connection (as each
+// Prometheus server keeps one per target), or a new one per scrape.
+func scraperClient(keepAlive bool) *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: !keepAlive}}
+}
+
+func fetchWith(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(body)
+}
+
+// TestShutdownGraceWaitsForEachRegularScraper: two servers of an HA pair
+// scrape one collector, each over its own connection. The final batch is
+// stored after both last scraped; Shutdown keeps serving until both have
+// read it, not only the first to come (which left the second without the
+// last window on every restart).
+func TestShutdownGraceWaitsForEachRegularScraper(t *testing.T) {
+	e, url := startedExporter(t, time.Minute)
+	a, b := scraperClient(true), scraperClient(true)
+	for range 3 {
+		fetchWith(t, a, url)
+		fetchWith(t, b, url)
+		time.Sleep(50 * time.Millisecond) // the scrape interval
+	}
+	if err := e.consumeMetrics(context.Background(), kindsMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	done := timedShutdown(t, e, context.Background())
+	if body := fetchWith(t, a, url); !strings.Contains(body, "kong_http_requests_total{") {
+		t.Fatalf("the first server's scrape lacks the last batch:\n%s", body)
+	}
+	select {
+	case took := <-done:
+		t.Fatalf("Shutdown returned after %v, when only one of the two regular scrapers had read the last batch", took)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if body := fetchWith(t, b, url); !strings.Contains(body, "kong_http_requests_total{") {
+		t.Fatalf("the second server's scrape lacks the last batch:\n%s", body)
+	}
+	select {
+	case took := <-done:
+		t.Logf("Shutdown returned %v after it began, once both servers read the last batch", took)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still waits after both regular scrapers read the last batch")
+	}
+}
+
+// TestShutdownGraceIrregularScrapers: scrapers that are not regular are
+// not waited for: one that opens a connection per scrape (never seen
+// twice), and one whose next scrape is due after shutdown_grace. The first
+// whole scrape after the last batch then ends the wait, as it always did.
+func TestShutdownGraceIrregularScrapers(t *testing.T) {
+	e, url := startedExporter(t, 2*time.Second)
+	fresh := scraperClient(false)
+	for range 3 {
+		fetchWith(t, fresh, url)
+	}
+	// A keep-alive scraper whose interval (set by hand: 10s) exceeds the
+	// grace period cannot scrape in it.
+	slow := "192.0.2.1:40000"
+	t0 := time.Now().Add(-time.Second)
+	e.scrapers.completed(slow, 0, t0.Add(-10*time.Second))
+	e.scrapers.completed(slow, 0, t0)
+	if got := e.scrapers.regular(time.Now(), 2*time.Second); len(got) != 0 {
+		t.Fatalf("regular scrapers %v, want none (new connections each time, and one due after the grace period)", got)
+	}
+	if err := e.consumeMetrics(context.Background(), kindsMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	done := timedShutdown(t, e, context.Background())
+	fetchWith(t, fresh, url)
+	select {
+	case took := <-done:
+		if took > time.Second {
+			t.Fatalf("Shutdown took %v: it waited for a scraper that is not regular", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still waits after a whole scrape read the last batch")
+	}
+}
+
+// TestScrapersBounded: a client opening connection after connection is
+// remembered as at most maxScrapers scrapers, the least recently seen
+// forgotten first.
+func TestScrapersBounded(t *testing.T) {
+	var s scrapers
+	t0 := time.Now()
+	for i := range 10 * maxScrapers {
+		s.completed(net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+i)), uint64(i), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if len(s.by) != maxScrapers {
+		t.Fatalf("%d scrapers remembered, want %d", len(s.by), maxScrapers)
+	}
+	last := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+10*maxScrapers-1))
+	if s.by[last] == nil {
+		t.Fatal("the most recent scraper was forgotten")
+	}
+	if s.by[net.JoinHostPort("127.0.0.1", "10000")] != nil {
+		t.Fatal("the oldest scraper is still remembered")
 	}
 }
