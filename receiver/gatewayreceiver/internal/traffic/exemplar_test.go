@@ -84,14 +84,14 @@ func TestExemplarAfterUntracedRequests(t *testing.T) {
 // The exemplars a window keeps cost about one entry per bucket that kept
 // one, not an array of every bucket per series that saw a trace, and they
 // are let go once the traced load is gone (issue 28 items 1 and 3: the
-// per-series arrays were 0.92 of 3.98 GB live at 1M kong tuples). 10k
+// per-series arrays were 0.92 of 3.98 GB live at 1M kong tuples). 5k
 // tuples, one traced request each: the aggregator holds, above the same
 // one fed the same requests untraced, within twice the exemplars' own 40
 // bytes each (the store's chunks), where arrays of 15 buckets took 15×;
 // after windows without traces, about nothing beyond the window's own
 // buffer of exemplars.
 func TestExemplarsCostTheBucketsThatKeepOne(t *testing.T) {
-	const tuples = 10_000
+	const tuples = 5_000
 	plain := make([]gateway.Event, tuples)
 	for i := range plain {
 		plain[i] = otelEvent("kong", "/r"+strconv.Itoa(i))
