@@ -72,8 +72,9 @@ func (a *Aggregator) add(e *gateway.Event) {
 		if r == nil {
 			r = a.resolve(h, f.table, &k)
 		}
-		if r.add(f, v, w, traced, u).touch() {
-			a.tables[f.table].touch(r)
+		t := &a.tables[f.table]
+		if r.add(f, v, w, traced, u, &t.ex).touch() {
+			t.touch(r)
 		}
 	}
 }

@@ -124,7 +124,7 @@ func newAggregator(prof *profile, s Settings) *Aggregator {
 		t.words = len(t.fams) * seriesWords
 		for _, fi := range t.fams {
 			f := &a.fams[fi]
-			f.at, f.cols = t.words, len(t.fams)
+			f.at = t.words
 			t.words += f.explicitBuckets()
 		}
 	}

@@ -18,8 +18,10 @@ import (
 //   - a row (64 bytes: one cache line, chunks of 32) holds one label set of
 //     a view: its series and explicit histogram buckets are one
 //     pointer-free array of words, next to each other;
-//   - what few series have (exemplars, an exponential histogram's buckets)
-//     sits in the row's extra, reached only by the updates that need it.
+//   - an exponential histogram's buckets sit in the row's extra, reached
+//     only by the updates that need it;
+//   - exemplars are entries of their table's exemplarStore, only the
+//     buckets that kept one in the window, chained from their series.
 
 // series is one family's stream for one row over the current window, as
 // the words of the row that hold it: total and sum (float64 bits), count,
@@ -28,7 +30,9 @@ import (
 // exponential histogram's one exemplar) kept an exemplar in this window.
 // Sums use total; histograms count, sum and the family's buckets
 // (len(bounds)+1, the last +Inf), which follow the row's series in its
-// words.
+// words, and hold in the word of total (which they do not use) their
+// exemplar chain: 1 + the index of its first entry in the table's
+// exemplarStore, 0 for none.
 type series [seriesWords]uint64
 
 // seriesWords is the words of one series.
@@ -75,9 +79,12 @@ func (s *series) sampled(i int, c, w, u uint64) bool {
 	return hi < w
 }
 
-// addTo adds a window's total, sum and count to s (merge).
+// addTo adds a window's total, sum and count to s (merge). A histogram's
+// total is 0 and leaves its word, its exemplar chain, as it is.
 func (s *series) addTo(total, sum float64, count uint64) {
-	s[0] = math.Float64bits(s.total() + total)
+	if total != 0 {
+		s[0] = math.Float64bits(s.total() + total)
+	}
 	s[1] += count
 	s[2] = math.Float64bits(s.sum() + sum)
 }
@@ -85,12 +92,6 @@ func (s *series) addTo(total, sum float64, count uint64) {
 // extra is what a series of a row keeps beyond its counts, when it keeps
 // any.
 type extra struct {
-	// ex is, per bucket, the traced request kept from those observed in
-	// it this window (series.sampled); allocated on the first one (spans
-	// with a trace id only). An exponential histogram keeps one. The
-	// slice itself, not a pointer to it: one dependent load less on a
-	// traced request's path.
-	ex []exemplar
 	// exp holds the buckets of an exponential histogram (nil otherwise).
 	exp *expoHist
 }
@@ -101,15 +102,97 @@ type exemplar struct {
 	trace [16]byte
 	span  [8]byte
 	value float64
-	set   bool
 }
 
-// exemplars is x's exemplars, nil when it keeps none (or x is nil).
-func (x *extra) exemplars() []exemplar {
-	if x == nil {
-		return nil
+// exemplarStore is a table's exemplars of the current window: one entry
+// per bucket that kept one (series.sampled), chained from its series
+// (series' word 0), in chunks without pointers that Take empties and the
+// next window reuses. It replaced an array of an exemplar per bucket
+// allocated whole on a series' first traced request and kept with the
+// row (issue 28 items 1 and 3): 0.92 of 3.98 GB live at 1M tuples of the
+// kong profile, and, in short windows, a new array and a cache miss on
+// most traced requests. An entry now goes at the store's tail, a cache
+// line the previous traced request most likely wrote, and the store
+// holds at most the buckets that kept an exemplar in one window.
+type exemplarStore struct {
+	chunks [][]exemplarEntry
+	// n is the entries used in the current window.
+	n int
+	// peak is the most entries any of the last windows used: chunks
+	// beyond it are let go (exemplarStore.reset).
+	peak int
+}
+
+// exemplarEntry is bucket's exemplar of a series; next is 1 + the index of
+// the series' next entry, 0 at the end of its chain. 40 bytes.
+type exemplarEntry struct {
+	exemplar
+	bucket int32
+	next   uint32
+}
+
+// exemplarChunkBits sizes the store's chunks: 1024 entries, 40 KiB.
+const exemplarChunkBits = 10
+
+// at is entry i of the store.
+func (st *exemplarStore) at(i uint64) *exemplarEntry {
+	return &st.chunks[i>>exemplarChunkBits][i&(1<<exemplarChunkBits-1)]
+}
+
+// keep makes e's request, of value v, the exemplar of bucket i of series
+// s, in place of the bucket's if it has one.
+func (st *exemplarStore) keep(s *series, i int, e *gateway.Event, v float64) {
+	var x *exemplarEntry
+	for n := s[0]; n != 0; n = uint64(x.next) {
+		if x = st.at(n - 1); x.bucket == int32(i) {
+			// Field by field: a composite literal is built on the stack
+			// and copied.
+			x.trace, x.span, x.value = e.TraceID, e.SpanID, v
+			return
+		}
 	}
-	return x.ex
+	if st.n>>exemplarChunkBits == len(st.chunks) {
+		st.chunks = append(st.chunks, make([]exemplarEntry, 1<<exemplarChunkBits))
+	}
+	x = st.at(uint64(st.n))
+	x.trace, x.span, x.value = e.TraceID, e.SpanID, v
+	x.bucket, x.next = int32(i), uint32(s[0])
+	st.n++
+	s[0] = uint64(st.n) // the chain's new head: this entry
+}
+
+// appendTo appends series s's exemplars to dst in the order of their
+// buckets (the order of their values: bucket bounds are increasing).
+func (st *exemplarStore) appendTo(dst []exemplar, s *series) []exemplar {
+	start := len(dst)
+	for n := s[0]; n != 0; {
+		x := st.at(n - 1)
+		dst = append(dst, x.exemplar)
+		n = uint64(x.next)
+	}
+	// A chain is newest first and holds a few entries: insertion sort.
+	ex := dst[start:]
+	for i := 1; i < len(ex); i++ {
+		for j := i; j > 0 && ex[j].value < ex[j-1].value; j-- {
+			ex[j], ex[j-1] = ex[j-1], ex[j]
+		}
+	}
+	return dst
+}
+
+// reset empties the store for the next window, once every chain was taken
+// (Take): it keeps the chunks that the larger of this window and the
+// previous peak needed, so a steady load allocates none, and lets go of
+// the rest once the load shrank.
+func (st *exemplarStore) reset() {
+	need := max(st.n, st.peak/2)
+	st.peak = need
+	keep := (need + 1<<exemplarChunkBits - 1) >> exemplarChunkBits
+	if keep < len(st.chunks) {
+		clear(st.chunks[keep:])
+		st.chunks = st.chunks[:keep]
+	}
+	st.n = 0
 }
 
 // row is one label set of a view (a tuple as the view keeps it) with the
@@ -131,8 +214,7 @@ type row struct {
 	// histograms' buckets (family f's at f.at).
 	words []uint64
 	// extra is, per slot, what a series keeps beyond its counts: made for
-	// every row of a view with an exponential histogram, else on the row's
-	// first exemplar; nil for most rows.
+	// every row of a view with an exponential histogram, nil otherwise.
 	extra *[]extra
 	next  *row // the table's next row whose label set has the same hash
 	enc   string
@@ -154,16 +236,6 @@ func (r *row) extraAt(j int) *extra {
 		return &(*x)[j]
 	}
 	return nil
-}
-
-// ensureExtra is the extra part of the row's series in slot j of n, the
-// row's made on first use (its first traced request).
-func (r *row) ensureExtra(j, n int) *extra {
-	if r.extra == nil {
-		x := make([]extra, n)
-		r.extra = &x
-	}
-	return &(*r.extra)[j]
 }
 
 // bucketsOf is the explicit histogram buckets of family f (none for other
@@ -229,6 +301,8 @@ type table struct {
 	// hint sizes rows and touched when the first row is made: the most
 	// tuples the bounds allow (handlesHint).
 	hint int
+	// ex holds the exemplars of the window's histogram series.
+	ex exemplarStore
 }
 
 // rowSeed seeds the tables' hashes.
@@ -278,9 +352,7 @@ func (t *table) release(r *row) {
 		xs = *r.extra
 	}
 	for j := range xs {
-		x := &xs[j]
-		clear(x.ex)
-		if h := x.exp; h != nil {
+		if h := xs[j].exp; h != nil {
 			h.reset()
 			h.scale, h.base = expoMaxScale, 0 // as newExpoHist: a new series starts at the finest scale
 		}
@@ -327,9 +399,10 @@ func (t *table) touch(r *row) {
 // add records, in the row's series of family f, value v of an event that
 // stands for w requests (a sampled span's adjusted count; 1 otherwise):
 // sums add v·w, histograms observe v w times, and may keep traced (nil for
-// an event without a trace) as the bucket's exemplar (series.sampled, u
-// the event's random draw). It returns the series.
-func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event, u uint64) *series {
+// an event without a trace) as the bucket's exemplar in st, the row's
+// table's (series.sampled, u the event's random draw). It returns the
+// series.
+func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event, u uint64, st *exemplarStore) *series {
 	s := r.at(f.slot)
 	if !f.hist {
 		s[0] = math.Float64bits(s.total() + v*float64(w))
@@ -342,7 +415,7 @@ func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event, u uint6
 		x := r.extraAt(f.slot) // made with the row
 		x.exp.observe(v, w)
 		if traced != nil && s.sampled(0, s[1], w, u) {
-			x.exemplar(0, 1, traced, v)
+			st.keep(s, 0, traced, v)
 		}
 		return s
 	}
@@ -351,21 +424,9 @@ func (r *row) add(f *family, v float64, w uint64, traced *gateway.Event, u uint6
 	b := &r.words[f.at+i]
 	*b += w
 	if traced != nil && s.sampled(i, *b, w, u) {
-		r.ensureExtra(f.slot, f.cols).exemplar(i, len(f.bounds)+1, traced, v)
+		st.keep(s, i, traced, v) // the ids are copied: the event borrows its input
 	}
 	return s
-}
-
-// exemplar keeps e as bucket i's exemplar (the ids are copied: the event
-// borrows its input).
-func (x *extra) exemplar(i, buckets int, e *gateway.Event, v float64) {
-	if x.ex == nil {
-		x.ex = make([]exemplar, buckets) // once per series, on its first traced request
-	}
-	// Field by field: a composite literal is built on the stack and
-	// copied (a 40-byte memmove per traced histogram observation).
-	ex := &x.ex[i]
-	ex.trace, ex.span, ex.value, ex.set = e.TraceID, e.SpanID, v, true
 }
 
 // handle is what a tuple is found by: its row in every view, reached with

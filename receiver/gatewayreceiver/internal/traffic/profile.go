@@ -87,10 +87,9 @@ type family struct {
 	constAt            int
 
 	// The family's place in an aggregator (New sets it): its view's table
-	// (Aggregator.tables), its series' slot in the table's rows, which
-	// have cols series, and where its explicit buckets start in a row's
-	// words.
-	table, slot, cols, at int
+	// (Aggregator.tables), its series' slot in the table's rows, and
+	// where its explicit buckets start in a row's words.
+	table, slot, at int
 	// claim is the family of Kong's plugin it is, under the kong profile
 	// (one bit; 0 elsewhere): an event whose Superseded set has it is not
 	// counted here (Kong's pushed metrics carry the family, claims.go).

@@ -81,7 +81,7 @@ func (a *Aggregator) Take() *Window {
 		f := &a.fams[i]
 		for _, r := range a.tables[f.table].touched {
 			if s := r.at(f.slot); s.touched() { // else another family of the row was updated, not this one
-				w.take(int32(i), f, r, s)
+				w.take(int32(i), f, r, s, &a.tables[f.table].ex)
 			}
 		}
 	}
@@ -92,26 +92,24 @@ func (a *Aggregator) Take() *Window {
 		}
 		clear(t.touched)
 		t.touched = t.touched[:0]
+		t.ex.reset() // every chain was taken
 	}
 	a.endWindow()
 	return w
 }
 
 // take moves series s of family f (index fam), in row r, into a point of
-// w, and empties it for the next window.
-func (w *Window) take(fam int32, f *family, r *row, s *series) {
-	p := point{fam: fam, enc: r.enc, total: s.total(), sum: s.sum(), count: s.count(),
+// w, with its exemplars from st, and empties it for the next window.
+func (w *Window) take(fam int32, f *family, r *row, s *series, st *exemplarStore) {
+	p := point{fam: fam, enc: r.enc, sum: s.sum(), count: s.count(),
 		bucketsStart: int32(len(w.buckets)), exStart: int32(len(w.exemplars))}
-	x := r.extraAt(f.slot)
-	ex := x.exemplars()
-	for j := range ex {
-		if e := &ex[j]; e.set {
-			w.exemplars = append(w.exemplars, *e)
-			e.set = false
-		}
+	if f.hist {
+		w.exemplars = st.appendTo(w.exemplars, s) // a histogram's word 0 is its exemplar chain
+	} else {
+		p.total = s.total()
 	}
 	p.exEnd = int32(len(w.exemplars))
-	if x != nil && x.exp != nil {
+	if x := r.extraAt(f.slot); x != nil && x.exp != nil {
 		h := x.exp
 		off, counts := h.buckets()
 		w.buckets = appendExpo(w.buckets, expoPoint{scale: h.scale, offset: off, n: len(counts), zero: h.zero}, counts)
