@@ -529,6 +529,78 @@ func (c *Cache[V]) Prefetch(ns, h uint64) {
 	prefetch.Line(uintptr(unsafe.Pointer(&t.sets[b])))
 }
 
+// PrefetchEntry is the second step of a lookup pipelined over a caller's
+// keys: for a key whose sets Prefetch asked for an iteration ago (so they
+// are in the CPU cache or on their way), it starts loading the entry whose
+// stored key matches, which a hit's confirmation reads next (one more
+// random line of a large cache: entries are carved where their keys were
+// created, not where they are looked up). It reads the sets' keys and
+// slot pointers, never an entry, and returns at once; lock-free, no
+// allocation, a hint only (as Prefetch).
+func (c *Cache[V]) PrefetchEntry(ns, h uint64) {
+	t := c.t.Load()
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	t.sets[a].prefetchEntry(k)
+	if b != a {
+		t.sets[b].prefetchEntry(k)
+	}
+}
+
+func (s *cacheSet[V]) prefetchEntry(k uint64) {
+	for i := range s.keys {
+		if s.keys[i].Load() == k {
+			prefetch.Line(uintptr(unsafe.Pointer(s.slots[i].Load())))
+		}
+	}
+}
+
+// PrefetchValue is the third step (after Prefetch and PrefetchEntry): it
+// reads the entry whose stored key and hash match (ns, h), starts loading
+// the first lines of its attribute encoding (what Get compares next), and
+// returns its handle, for the caller to prefetch its own state too. The
+// handle is unconfirmed (the attributes are not compared): use it as a
+// hint and nothing else; Get is the lookup. Lock-free, no allocation.
+func (c *Cache[V]) PrefetchValue(ns, h uint64) (v V, ok bool) {
+	t := c.t.Load()
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	e := t.sets[a].candidate(k, ns, h)
+	if e == nil && b != a {
+		e = t.sets[b].candidate(k, ns, h)
+	}
+	if e == nil {
+		return v, false
+	}
+	if enc := e.set.enc; enc != "" {
+		// An encoding of 6 gateway attributes and its order table span
+		// three or four lines; the two first hold the attributes a hit
+		// compares first. More prefetches would crowd the fill buffers
+		// the caller's own prefetches need.
+		p := uintptr(unsafe.Pointer(unsafe.StringData(enc)))
+		prefetch.Line(p)
+		prefetch.Line(p + 64)
+		if len(enc)+len(e.order) > 128 {
+			prefetch.Line(p + 128)
+		}
+	}
+	return e.v, true
+}
+
+// candidate returns the entry of s whose stored key is k and whose ns and
+// hash match, without comparing attributes, or nil.
+func (s *cacheSet[V]) candidate(k, ns, h uint64) *entry[V] {
+	for i := range s.keys {
+		if s.keys[i].Load() != k {
+			continue
+		}
+		if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns {
+			return e
+		}
+	}
+	return nil
+}
+
 // Add caches v for (ns, set) with hash h, where set is SetOf(attrs), and
 // records the order of attrs (hits from a source that keeps its attribute
 // order are then confirmed in one pass). It reports whether another key

@@ -232,3 +232,46 @@ func TestCreateSharing(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchValue: the pipelined lookup's hints return the handle of the
+// entry whose namespace and hash match, unconfirmed (a colliding label set
+// gets its collider's: only a hint), nothing for a key not cached, and
+// neither allocates nor changes what Get returns.
+func TestPrefetchValue(t *testing.T) {
+	c := NewCache[*int](1024)
+	a, b := gatewayAttrs("/a"), gatewayAttrs("/b")
+	va := new(int)
+	c.Add(1, OfMap(a), a, SetOf(a), va)
+	c.Add(2, 42, a, SetOf(a), new(int)) // a forced hash
+
+	c.PrefetchEntry(1, OfMap(a))
+	if v, ok := c.PrefetchValue(1, OfMap(a)); !ok || v != va {
+		t.Fatalf("PrefetchValue of a cached key = %p, %v; want %p, true", v, ok, va)
+	}
+	c.PrefetchEntry(1, OfMap(b))
+	if v, ok := c.PrefetchValue(1, OfMap(b)); ok {
+		t.Fatalf("PrefetchValue of a key not cached = %p, true", v)
+	}
+	if _, ok := c.PrefetchValue(3, OfMap(a)); ok {
+		t.Fatal("PrefetchValue found a key of another namespace")
+	}
+	// b under a's forced hash: the candidate is a's handle, which Get
+	// (the lookup) never returns for b.
+	if _, ok := c.PrefetchValue(2, 42); !ok {
+		t.Fatal("PrefetchValue missed the entry of ns 2, hash 42")
+	}
+	if _, ok := c.Get(2, 42, b); ok {
+		t.Fatal("Get returned a colliding label set's handle")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		c.Prefetch(1, OfMap(a))
+		c.PrefetchEntry(1, OfMap(a))
+		c.PrefetchValue(1, OfMap(a))
+	})
+	if allocs != 0 {
+		t.Fatalf("the prefetch steps allocated %.1f times, want 0", allocs)
+	}
+	if v, ok := c.Get(1, OfMap(a), a); !ok || v != va {
+		t.Fatalf("Get after the prefetches = %p, %v; want %p, true", v, ok, va)
+	}
+}

@@ -3,6 +3,7 @@ package cumulativeprocessor
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelgateway/otelgateway/internal/identity"
+	"github.com/otelgateway/otelgateway/internal/prefetch"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
 
@@ -137,6 +139,15 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 	s.total = 0
 	s.hist, s.exp = nil, nil
 	s.ex = nil // pending exemplars go with the old buckets
+}
+
+// prefetch starts loading s's two cache lines (128 bytes, aligned in
+// their slab chunk: TestStreamSize), for a point a few ahead (accumulate).
+// s may be a stale hint (an evicted or dead stream's): only a prefetch.
+func (s *stream) prefetch() {
+	at := uintptr(unsafe.Pointer(s))
+	prefetch.Line(at)
+	prefetch.Line(at + 64)
 }
 
 // touch queues s for the next interval emission, once.
