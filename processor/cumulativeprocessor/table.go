@@ -141,8 +141,10 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 	s.ex = nil // pending exemplars go with the old buckets
 }
 
-// prefetch starts loading s's two cache lines (128 bytes, aligned in
-// their slab chunk: TestStreamSize), for a point a few ahead (accumulate).
+// prefetch starts loading the two cache lines of s's state (aligned in
+// their slab chunk: TestStreamSize; the third, its cache entry, the
+// cache's PrefetchEntry has asked for), for a point a few ahead
+// (accumulate).
 // s may be a stale hint (an evicted or dead stream's): only a prefetch.
 func (s *stream) prefetch() {
 	at := uintptr(unsafe.Pointer(s))
@@ -187,7 +189,7 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uin
 		s.shard.mu.Unlock()
 		set := identity.SetOf(attrs)
 		s, _ = p.lookupOrCreate(d, h, set, now, false, c)
-		if p.cache.Add(d.id, h, attrs, set, s) {
+		if p.cache.AddEntry(d.id, h, attrs, set, s, ownEntry(s, d, h, set)) {
 			c.evictions++
 		}
 	}
@@ -201,10 +203,10 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uin
 // lock; the cache's locks are taken before a shard's everywhere, so
 // holding the shard's while Create releases them cannot deadlock.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) (s *stream, locked bool) {
-	s, _, evicted := p.cache.CreateSharing(d.id, h, attrs, &c.keys, d.share, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.CreateSharingInto(d.id, h, attrs, &c.keys, d.share, func(set identity.Set) (*stream, *identity.Entry[*stream]) {
 		var s *stream
 		s, locked = p.lookupOrCreate(d, h, set, now, true, c)
-		return s
+		return s, ownEntry(s, d, h, set)
 	})
 	if evicted {
 		c.evictions++
