@@ -186,18 +186,22 @@ func (c *Cache[V]) newEntry(k uint64, ns, h uint64, set Set, order string, v V) 
 	s.mu.Lock()
 	e := s.entry()
 	s.mu.Unlock()
-	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v, filled: true}
 	return e
 }
 
-// carve returns a new zero entry and a copy of enc, a Set's encoding (size
-// bytes) and its order table (appendSetAndOrder), from the slabs of key
-// k's stripe, under one lock. The copy is never written again, which is
-// what makes the strings over it immutable.
-func (c *Cache[V]) carve(k uint64, enc []byte, size int) (*entry[V], Set, string) {
+// carve returns a new zero entry (unless noEntry: the caller brings its
+// own, Entry) and a copy of enc, a Set's encoding (size bytes) and its
+// order table (appendSetAndOrder), from the slabs of key k's stripe, under
+// one lock. The copy is never written again, which is what makes the
+// strings over it immutable.
+func (c *Cache[V]) carve(k uint64, enc []byte, size int, noEntry bool) (*entry[V], Set, string) {
 	s := &c.slabs[k%slabStripes]
 	s.mu.Lock()
-	e := s.entry()
+	var e *entry[V]
+	if !noEntry {
+		e = s.entry()
+	}
 	if len(enc) == 0 {
 		s.mu.Unlock()
 		return e, Set{}, ""
@@ -246,6 +250,34 @@ type entry[V comparable] struct {
 	// looking each up. Empty when an attribute is not a scalar.
 	order string
 	v     V
+	// filled: the fields above are set, by the writer that first put the
+	// entry in a table; never written again (readers read them without
+	// locks once they load the entry from a slot).
+	filled bool
+}
+
+// Entry is a cache entry that its caller holds inside its own handle (a
+// field of the state V points to), so that a new key costs the caller's
+// one allocation instead of two: CreateSharingInto and AddEntry put it in
+// the cache instead of an entry of the cache's own. Its zero value is
+// ready; the cache fills it when it first holds it, and it is never
+// written again, so it may go in and out of the cache (evicted, added
+// again) but belongs to one key and one handle for its life.
+type Entry[V comparable] = entry[V]
+
+// fill sets e's fields on its first insertion, or checks that an entry
+// already filled is the entry of (ns, h, set, v): an Entry belongs to one
+// key. The caller holds the key's locks and e is in no table (nor was it
+// ever put in one unfilled), so no reader sees the writes until the slot's
+// store publishes them.
+func (e *entry[V]) fill(ns, h uint64, set Set, order string, v V) {
+	if e.filled {
+		if e.ns != ns || e.h != h || e.set != set || e.v != v {
+			panic("identity: an Entry added under a key or handle it was not filled with")
+		}
+		return
+	}
+	e.ns, e.h, e.set, e.order, e.v, e.filled = ns, h, set, order, v, true
 }
 
 // matches reports whether e is the entry of (ns, attrs).
@@ -529,6 +561,78 @@ func (c *Cache[V]) Prefetch(ns, h uint64) {
 	prefetch.Line(uintptr(unsafe.Pointer(&t.sets[b])))
 }
 
+// PrefetchEntry is the second step of a lookup pipelined over a caller's
+// keys: for a key whose sets Prefetch asked for an iteration ago (so they
+// are in the CPU cache or on their way), it starts loading the entry whose
+// stored key matches, which a hit's confirmation reads next (one more
+// random line of a large cache: entries are carved where their keys were
+// created, not where they are looked up). It reads the sets' keys and
+// slot pointers, never an entry, and returns at once; lock-free, no
+// allocation, a hint only (as Prefetch).
+func (c *Cache[V]) PrefetchEntry(ns, h uint64) {
+	t := c.t.Load()
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	t.sets[a].prefetchEntry(k)
+	if b != a {
+		t.sets[b].prefetchEntry(k)
+	}
+}
+
+func (s *cacheSet[V]) prefetchEntry(k uint64) {
+	for i := range s.keys {
+		if s.keys[i].Load() == k {
+			prefetch.Line(uintptr(unsafe.Pointer(s.slots[i].Load())))
+		}
+	}
+}
+
+// PrefetchValue is the third step (after Prefetch and PrefetchEntry): it
+// reads the entry whose stored key and hash match (ns, h), starts loading
+// the first lines of its attribute encoding (what Get compares next), and
+// returns its handle, for the caller to prefetch its own state too. The
+// handle is unconfirmed (the attributes are not compared): use it as a
+// hint and nothing else; Get is the lookup. Lock-free, no allocation.
+func (c *Cache[V]) PrefetchValue(ns, h uint64) (v V, ok bool) {
+	t := c.t.Load()
+	k := Combine(ns, h)
+	a, b := t.pair(k)
+	e := t.sets[a].candidate(k, ns, h)
+	if e == nil && b != a {
+		e = t.sets[b].candidate(k, ns, h)
+	}
+	if e == nil {
+		return v, false
+	}
+	if enc := e.set.enc; enc != "" {
+		// An encoding of 6 gateway attributes and its order table span
+		// three or four lines; the two first hold the attributes a hit
+		// compares first. More prefetches would crowd the fill buffers
+		// the caller's own prefetches need.
+		p := uintptr(unsafe.Pointer(unsafe.StringData(enc)))
+		prefetch.Line(p)
+		prefetch.Line(p + 64)
+		if len(enc)+len(e.order) > 128 {
+			prefetch.Line(p + 128)
+		}
+	}
+	return e.v, true
+}
+
+// candidate returns the entry of s whose stored key is k and whose ns and
+// hash match, without comparing attributes, or nil.
+func (s *cacheSet[V]) candidate(k, ns, h uint64) *entry[V] {
+	for i := range s.keys {
+		if s.keys[i].Load() != k {
+			continue
+		}
+		if e := s.slots[i].Load(); e != nil && e.h == h && e.ns == ns {
+			return e
+		}
+	}
+	return nil
+}
+
 // Add caches v for (ns, set) with hash h, where set is SetOf(attrs), and
 // records the order of attrs (hits from a source that keeps its attribute
 // order are then confirmed in one pass). It reports whether another key
@@ -540,11 +644,22 @@ func (c *Cache[V]) Prefetch(ns, h uint64) {
 //   - true: both candidate sets were full and the round-robin victim of the
 //     first, a different key, was evicted.
 func (c *Cache[V]) Add(ns, h uint64, attrs pcommon.Map, set Set, v V) bool {
+	return c.AddEntry(ns, h, attrs, set, v, nil)
+}
+
+// AddEntry is Add with the entry the caller holds for (ns, set) and v (nil:
+// one of the cache's own, as Add). The cache fills e on its first
+// insertion; an e already filled must be the entry of this key and v
+// (Entry).
+func (c *Cache[V]) AddEntry(ns, h uint64, attrs pcommon.Map, set Set, v V, e *Entry[V]) bool {
 	order := set.orderOf(attrs)
 	k := Combine(ns, h)
-	e := c.newEntry(k, ns, h, set, order, v)
+	if e == nil {
+		e = c.newEntry(k, ns, h, set, order, v)
+	}
 	for {
 		t, a, b := c.lockKey(k)
+		e.fill(ns, h, set, order, v)
 		if t.replace(a, b, k, e) {
 			t.unlock(a, b)
 			return false
@@ -677,6 +792,22 @@ func (c *Cache[V]) Create(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, create 
 // creation, never a wrong Set: the entry found equals attrs. Its order table
 // is taken only if attrs comes in the same order (sharable).
 func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, share uint64, create func(Set) V) (v V, hit, evicted bool) {
+	return c.createSharing(ns, h, attrs, ko, share, create, nil)
+}
+
+// CreateSharingInto is CreateSharing for a caller whose handles hold their
+// own entries (Entry): create returns the handle and the entry to cache it
+// in, or nil for one of the cache's own (say, a handle that is not the
+// key's own, which already holds its entry for another key). The entry
+// may be one create found rather than made, out of the cache since an
+// eviction: already filled, it must be this key's (Entry).
+func (c *Cache[V]) CreateSharingInto(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, share uint64, create func(Set) (V, *Entry[V])) (v V, hit, evicted bool) {
+	return c.createSharing(ns, h, attrs, ko, share, nil, create)
+}
+
+// createSharing is CreateSharing (create) and CreateSharingInto (into),
+// one of the two not nil.
+func (c *Cache[V]) createSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, share uint64, create func(Set) V, into func(Set) (V, *Entry[V])) (v V, hit, evicted bool) {
 	k := Combine(ns, h)
 	t, a, b := c.lockKey(k)
 	for {
@@ -705,15 +836,24 @@ func (c *Cache[V]) CreateSharing(ns, h uint64, attrs pcommon.Map, ko *KeyOrder, 
 		order string
 	)
 	if se := t.sharable(share, h, attrs); se != nil {
-		e, _, _ = c.carve(k, nil, 0) // a zero entry: the encoding is se's
+		if into == nil {
+			e, _, _ = c.carve(k, nil, 0, false) // a zero entry: the encoding is se's
+		}
 		set, order = se.set, se.order
 	} else {
 		var buf [encScratch]byte
 		enc, size := appendSetAndOrder(buf[:0], attrs, ko)
-		e, set, order = c.carve(k, enc, size)
+		e, set, order = c.carve(k, enc, size, into != nil)
 	}
-	v = create(set)
-	*e = entry[V]{ns: ns, h: h, set: set, order: order, v: v}
+	if into != nil {
+		v, e = into(set)
+		if e == nil {
+			e, _, _ = c.carve(k, nil, 0, false)
+		}
+	} else {
+		v = create(set)
+	}
+	e.fill(ns, h, set, order, v)
 	// The key is in neither set (re-probed under the locks held since).
 	return v, false, t.insert(a, b, k, e)
 }

@@ -232,3 +232,113 @@ func TestCreateSharing(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchValue: the pipelined lookup's hints return the handle of the
+// entry whose namespace and hash match, unconfirmed (a colliding label set
+// gets its collider's: only a hint), nothing for a key not cached, and
+// neither allocates nor changes what Get returns.
+func TestPrefetchValue(t *testing.T) {
+	c := NewCache[*int](1024)
+	a, b := gatewayAttrs("/a"), gatewayAttrs("/b")
+	va := new(int)
+	c.Add(1, OfMap(a), a, SetOf(a), va)
+	c.Add(2, 42, a, SetOf(a), new(int)) // a forced hash
+
+	c.PrefetchEntry(1, OfMap(a))
+	if v, ok := c.PrefetchValue(1, OfMap(a)); !ok || v != va {
+		t.Fatalf("PrefetchValue of a cached key = %p, %v; want %p, true", v, ok, va)
+	}
+	c.PrefetchEntry(1, OfMap(b))
+	if v, ok := c.PrefetchValue(1, OfMap(b)); ok {
+		t.Fatalf("PrefetchValue of a key not cached = %p, true", v)
+	}
+	if _, ok := c.PrefetchValue(3, OfMap(a)); ok {
+		t.Fatal("PrefetchValue found a key of another namespace")
+	}
+	// b under a's forced hash: the candidate is a's handle, which Get
+	// (the lookup) never returns for b.
+	if _, ok := c.PrefetchValue(2, 42); !ok {
+		t.Fatal("PrefetchValue missed the entry of ns 2, hash 42")
+	}
+	if _, ok := c.Get(2, 42, b); ok {
+		t.Fatal("Get returned a colliding label set's handle")
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		c.Prefetch(1, OfMap(a))
+		c.PrefetchEntry(1, OfMap(a))
+		c.PrefetchValue(1, OfMap(a))
+	})
+	if allocs != 0 {
+		t.Fatalf("the prefetch steps allocated %.1f times, want 0", allocs)
+	}
+	if v, ok := c.Get(1, OfMap(a), a); !ok || v != va {
+		t.Fatalf("Get after the prefetches = %p, %v; want %p, true", v, ok, va)
+	}
+}
+
+// held is a handle that holds its own cache entry (Entry).
+type held struct {
+	n     int
+	entry Entry[*held]
+}
+
+// TestEntryHeldByItsHandle: CreateSharingInto caches a handle in the entry
+// the handle holds (no entry of the cache's own), fills it once, and takes
+// it back after an eviction without writing it again; a nil entry gets one
+// of the cache's own; an entry filled for one key refuses another.
+func TestEntryHeldByItsHandle(t *testing.T) {
+	c := NewCache[*held](4) // one set of 4 ways: the fifth key evicts
+	maps := make([]pcommon.Map, 5)
+	hs := make([]*held, 5)
+	for i := range maps {
+		maps[i] = gatewayAttrs("/" + string(rune('a'+i)))
+		hs[i] = &held{n: i}
+	}
+	into := func(i int) func(Set) (*held, *Entry[*held]) {
+		return func(Set) (*held, *Entry[*held]) { return hs[i], &hs[i].entry }
+	}
+	for i := range 4 {
+		if v, hit, _ := c.CreateSharingInto(1, OfMap(maps[i]), maps[i], nil, 0, into(i)); hit || v != hs[i] {
+			t.Fatalf("create %d = %v, hit %v", i, v, hit)
+		}
+		if e := c.t.Load().lookup(1, OfMap(maps[i]), maps[i]); e != &hs[i].entry {
+			t.Fatalf("key %d is cached in %p, not in its handle's entry %p", i, e, &hs[i].entry)
+		}
+		if hs[i].entry.order == "" || !hs[i].entry.filled {
+			t.Fatalf("key %d: entry not filled with its order table", i)
+		}
+	}
+	// The fifth key evicts one of the four, whose entry stays filled.
+	if _, _, evicted := c.CreateSharingInto(1, OfMap(maps[4]), maps[4], nil, 0, into(4)); !evicted {
+		t.Fatal("the fifth key evicted nothing")
+	}
+	gone := -1
+	for i := range 4 {
+		if _, ok := c.Get(1, OfMap(maps[i]), maps[i]); !ok {
+			gone = i
+		}
+	}
+	if gone < 0 {
+		t.Fatal("no key was evicted")
+	}
+	before := hs[gone].entry
+	c.AddEntry(1, OfMap(maps[gone]), maps[gone], SetOf(maps[gone]), hs[gone], &hs[gone].entry)
+	if v, ok := c.Get(1, OfMap(maps[gone]), maps[gone]); !ok || v != hs[gone] {
+		t.Fatalf("the evicted key added back = %v, %v", v, ok)
+	}
+	if hs[gone].entry != before {
+		t.Fatal("adding an entry back rewrote it")
+	}
+	// A handle that is not the key's own: the cache's own entry.
+	other := gatewayAttrs("/other")
+	c.CreateSharingInto(2, OfMap(other), other, nil, 0, func(Set) (*held, *Entry[*held]) { return hs[0], nil })
+	if e := c.t.Load().lookup(2, OfMap(other), other); e == nil || e == &hs[0].entry || e.v != hs[0] {
+		t.Fatalf("a nil entry: cached in %p (the handle's own is %p)", e, &hs[0].entry)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("an entry filled for one key was added under another")
+		}
+	}()
+	c.AddEntry(3, OfMap(other), other, SetOf(other), hs[1], &hs[1].entry)
+}

@@ -283,40 +283,45 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		// equal timestamps. A metric has one overflow stream per
 		// collector label value (overflow_keep): almost always one.
 		ovs []overflowOut[P]
-		// Each point's attribute hash is taken one point ahead (hNext,
-		// of point next), and the cache sets it probes are prefetched:
-		// the lookup of a point in a large cache misses on two random
-		// cache lines, which then load while the point before it is
-		// folded instead of stalling its own lookup. While points miss
-		// the cache (missed: new streams come in runs, a new source or a
-		// restart), the index slot the next one's creation probes is
-		// prefetched too; a run of hits never touches the index.
-		// RemoveIf calls f for point i before it moves or removes any
-		// point after i, so At(i+1) is the next point; a point whose
-		// attributes are not the ones hashed ahead (nextAttrs: the same
-		// map, compared by reference) is hashed again, so that the hash
-		// always is its own whatever order RemoveIf visits in.
-		next      int
-		hNext     uint64
-		nextAttrs pcommon.Map
-		missed    bool
+		// The lookup of a point in a large cache misses on several random
+		// lines: its two sets, then the entry, then the encoding a hit is
+		// confirmed against and the stream it returns. Each is loaded
+		// while earlier points are folded instead of stalling its own
+		// (lookahead): as point i is processed, point i+3's attributes
+		// are hashed and its sets prefetched, point i+2's entry (its sets
+		// now loaded), point i+1's encoding and stream (its entry now
+		// loaded). While points miss the cache (missed: new streams come
+		// in runs, a new source or a restart), the index slot the hashed
+		// point's creation probes is prefetched too; a run of hits never
+		// touches the index. RemoveIf calls f for point i before it moves
+		// or removes any point after i, so At(i+k) is the k-th next
+		// point; a point whose attributes are not the ones hashed ahead
+		// (the same map, compared by reference) is hashed again, so that
+		// the hash always is its own whatever order RemoveIf visits in.
+		i      int
+		ahead  [lookaheadRing]hashedAttrs
+		missed bool
 	}
 	n := dps.Len()
-	if n > 0 {
-		st.nextAttrs = dps.At(0).Attributes()
-		st.hNext = p.hashAttrs(st.nextAttrs)
+	for j := range min(n, lookahead) {
+		st.ahead[j] = p.hashAhead(d, dps.At(j).Attributes(), false)
 	}
 	dps.RemoveIf(func(dp P) bool {
-		attrs, h := dp.Attributes(), st.hNext
-		if attrs != st.nextAttrs {
+		i := st.i
+		st.i++
+		attrs, h := dp.Attributes(), st.ahead[i%lookaheadRing].h
+		if i >= n || attrs != st.ahead[i%lookaheadRing].attrs {
 			h = p.hashAttrs(attrs)
 		}
-		if st.next++; st.next < n {
-			st.nextAttrs = dps.At(st.next).Attributes()
-			st.hNext = p.hashAttrs(st.nextAttrs)
-			p.cache.Prefetch(d.id, st.hNext)
-			if st.missed {
-				p.shardOf(d.id, st.hNext).streams.prefetchSlot(d.id, st.hNext)
+		if j := i + lookahead; j < n {
+			st.ahead[j%lookaheadRing] = p.hashAhead(d, dps.At(j).Attributes(), st.missed)
+		}
+		if j := i + 2; j < n {
+			p.cache.PrefetchEntry(d.id, st.ahead[j%lookaheadRing].h)
+		}
+		if j := i + 1; j < n {
+			if s, ok := p.cache.PrefetchValue(d.id, st.ahead[j%lookaheadRing].h); ok {
+				s.prefetch()
 			}
 		}
 		misses := c.misses
@@ -405,6 +410,31 @@ func accumulate[P dataPoint](p *cumulativeProcessor, d *metricDesc, dps pointSli
 		ov.shard.mu.Unlock()
 	}
 	return dps.Len() == 0
+}
+
+// lookahead is how many points ahead of the one being folded a batch's
+// attributes are hashed and their cache sets prefetched (accumulate): the
+// lookup's three dependent loads, one step per point.
+const (
+	lookahead     = 3
+	lookaheadRing = 4 // a power of two above lookahead
+)
+
+// hashedAttrs is a point's attributes, hashed ahead of its turn.
+type hashedAttrs struct {
+	attrs pcommon.Map
+	h     uint64
+}
+
+// hashAhead hashes attrs, a point's lookahead points ahead, and prefetches
+// its cache sets (and, while points miss, its index slot).
+func (p *cumulativeProcessor) hashAhead(d *metricDesc, attrs pcommon.Map, missed bool) hashedAttrs {
+	h := p.hashAttrs(attrs)
+	p.cache.Prefetch(d.id, h)
+	if missed {
+		p.shardOf(d.id, h).streams.prefetchSlot(d.id, h)
+	}
+	return hashedAttrs{attrs, h}
 }
 
 // overflowOut is the output point of one overflow stream in a batch.

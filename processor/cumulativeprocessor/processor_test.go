@@ -339,20 +339,44 @@ func (r reversedSums) RemoveIf(f func(pmetric.NumberDataPoint) bool) {
 }
 
 // TestHashAheadFollowsVisitOrder: accumulate hashes each point's attributes
-// one point ahead (for the prefetch); a RemoveIf that visits points in
-// another order than At's must still fold every point into its own stream,
-// the one a batch processed in pdata's order finds next.
+// three points ahead and prefetches the lookups of the next three (a ring of
+// four hashes); a RemoveIf that visits points in another order than At's
+// must still fold every point into its own stream, the one a batch
+// processed in pdata's order finds next. Batches of 1 to 9 points cover
+// batches shorter than the lookahead and the ring's wrap; with every hash
+// colliding the prefetch steps' candidates are other streams', which
+// nothing may trust.
 func TestHashAheadFollowsVisitOrder(t *testing.T) {
-	p, _ := newTestProcessor(t)
-	md := batch(point{"kong", "/a", 10, 20, 1}, point{"kong", "/b", 10, 20, 10}, point{"kong", "/c", 10, 20, 100})
-	rm := md.ResourceMetrics().At(0)
-	si := newScopeIdentity(rm, identity.OfMap(rm.Resource().Attributes()), rm.ScopeMetrics().At(0))
-	m := rm.ScopeMetrics().At(0).Metrics().At(0)
-	m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	var c counts
-	accumulate(p, p.metrics.get(&si, m, 0), reversedSums{m.Sum().DataPoints()}, sumKind, 0, &c)
-	assertEmitted(t, emitted(t, md), "kong /a 10 20 1", "kong /b 10 20 10", "kong /c 10 20 100")
-
-	assertEmitted(t, process(t, p, batch(point{"kong", "/a", 20, 30, 1}, point{"kong", "/b", 20, 30, 10}, point{"kong", "/c", 20, 30, 100})),
-		"kong /a 10 30 2", "kong /b 10 30 20", "kong /c 10 30 200")
+	for _, collide := range []bool{false, true} {
+		for n := 1; n <= 9; n++ {
+			p, _ := newTestProcessor(t)
+			if collide {
+				p.hashAttrs = func(pcommon.Map) uint64 { return 42 }
+			}
+			points := func(start, end int64) []point {
+				var pts []point
+				for i := range n {
+					pts = append(pts, point{"kong", "/" + itoa(int64(i)), start, end, int64(i + 1)})
+				}
+				return pts
+			}
+			want := func(v int64, end int64) []string {
+				var out []string
+				for i := range n {
+					out = append(out, "kong /"+itoa(int64(i))+" 10 "+itoa(end)+" "+itoa(v*int64(i+1)))
+				}
+				return out
+			}
+			md := batch(points(10, 20)...)
+			rm := md.ResourceMetrics().At(0)
+			si := newScopeIdentity(rm, identity.OfMap(rm.Resource().Attributes()), rm.ScopeMetrics().At(0))
+			m := rm.ScopeMetrics().At(0).Metrics().At(0)
+			m.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			var c counts
+			accumulate(p, p.metrics.get(&si, m, 0), reversedSums{m.Sum().DataPoints()}, sumKind, 0, &c)
+			assertEmitted(t, emitted(t, md), want(1, 20)...)
+			assertEmitted(t, process(t, p, batch(points(20, 30)...)), want(2, 30)...)
+			assertEmitted(t, process(t, p, batch(points(30, 40)...)), want(3, 40)...)
+		}
+	}
 }

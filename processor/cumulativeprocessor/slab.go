@@ -31,7 +31,7 @@ func (s *slab[T]) take(n, chunk int) []T {
 
 // Chunk sizes, about 2–4 KiB each.
 const (
-	streamChunk = 16  // streams of 128 bytes (TestStreamSize)
+	streamChunk = 16  // streams of 192 bytes (TestStreamSize)
 	histChunk   = 32  // histStates of 64 bytes (TestStreamSize)
 	prevChunk   = 32  // histPrevs of 64 bytes
 	countsChunk = 512 // uint64s: a 13-bucket histogram takes 13, and 13 more for its histPrev

@@ -94,9 +94,9 @@ type stream struct {
 	prev uint64
 	// total is a sum's running total: the int64, or the float64's bits, as
 	// isInt says. One word for either type (and overflow beside the other
-	// flags) keeps a stream at 128 bytes: two cache lines to write per new
-	// stream, where 144-byte streams, packed in a slab, mostly straddled
-	// three, and less memory per stream (TestStreamSize).
+	// flags) keeps a stream's state at 128 bytes, two cache lines, and its
+	// cache entry on a third (TestStreamSize): streams of other sizes,
+	// packed in a slab, straddle one line more.
 	total uint64
 
 	hist *histState // explicit histograms
@@ -105,6 +105,24 @@ type stream struct {
 	// own (emit: interval; an overflow stream's batch): see exemplars.go.
 	// nil until the stream keeps its first one.
 	ex *exemplarSet
+
+	// entry is the stream's own identity cache entry (its key is the
+	// stream's), filled by the cache when it first holds it: one carve
+	// from the shard's slab makes both, where an entry of the cache's own
+	// was a second allocation (and lock) per new stream, on a line of its
+	// own that a hit reads before the stream. Label sets folded into an
+	// overflow stream get entries of the cache's own (ownEntry).
+	entry identity.Entry[*stream]
+}
+
+// ownEntry returns s's entry if (d, h, set) is s's own key, else nil: s is
+// the overflow stream a label set past the limit was folded into, and the
+// cache gives that set an entry of its own (identity.Entry: one key each).
+func ownEntry(s *stream, d *metricDesc, h uint64, set identity.Set) *identity.Entry[*stream] {
+	if s.desc == d && s.h == h && s.attrs == set {
+		return &s.entry
+	}
+	return nil
 }
 
 // shard owns the streams whose (metric, attribute hash) falls in it.

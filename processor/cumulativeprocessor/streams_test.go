@@ -123,8 +123,10 @@ func newStreamsProcessor(tb testing.TB, hist bool, batches int) (*cumulativeProc
 // TestNewStreamAllocations: creating a stream (identity, cache entry, state)
 // costs at most one allocation, amortised over batches of 1,000 new streams
 // into a processor that already holds some (so map growth counts too).
-// Issue 15 asks for at most 2; the slabs hold it at 0.2 (sums) and 0.3
-// (histograms), so a limit of 1 catches any new per-stream allocation.
+// Issue 15 asks for at most 2; the slabs hold it at 0.12 (sums) and 0.18
+// (histograms), the stream's cache entry carved with it (an entry of the
+// cache's own, from slabs of its own, made it 0.19 and 0.24), so the limits
+// catch a new per-stream allocation, or a second carve per stream.
 // Allocation counts are deterministic; times are not asserted anywhere.
 func TestNewStreamAllocations(t *testing.T) {
 	for _, tc := range []struct {
@@ -132,9 +134,9 @@ func TestNewStreamAllocations(t *testing.T) {
 		hist  bool
 		limit float64
 	}{
-		{"sum", false, 1},
+		{"sum", false, 0.15},
 		// A histogram's state and buckets come from the shard's slabs too.
-		{"histogram", true, 1},
+		{"histogram", true, 0.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const runs = 20
@@ -217,12 +219,13 @@ func heapObjects() uint64 {
 	return heapObjectsSample[0].Value.Uint64()
 }
 
-// TestStreamSize keeps a stream at 128 bytes: every new stream writes all
-// of them, so each field added beyond that costs creation a cache line
-// (and the slab's chunk its size class, 16 × 128 = 2 KiB).
+// TestStreamSize keeps a stream at 192 bytes, its own cache entry (64)
+// included: every new stream writes all of them, so each field added
+// beyond that costs creation a cache line (and the slab's chunk its size
+// class, 16 × 192 = 3 KiB, where streams stay line-aligned).
 func TestStreamSize(t *testing.T) {
-	if n := unsafe.Sizeof(stream{}); n > 128 {
-		t.Errorf("a stream takes %d bytes, want at most 128", n)
+	if n := unsafe.Sizeof(stream{}); n > 192 {
+		t.Errorf("a stream takes %d bytes, want at most 192", n)
 	}
 	// A new explicit histogram stream writes its state too: one line.
 	if n := unsafe.Sizeof(histState{}); n > 64 {

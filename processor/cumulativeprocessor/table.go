@@ -3,6 +3,7 @@ package cumulativeprocessor
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/otelgateway/otelgateway/internal/identity"
+	"github.com/otelgateway/otelgateway/internal/prefetch"
 	"github.com/otelgateway/otelgateway/processor/cumulativeprocessor/internal/metadata"
 )
 
@@ -139,6 +141,17 @@ func (s *stream) restart(start, ts pcommon.Timestamp) {
 	s.ex = nil // pending exemplars go with the old buckets
 }
 
+// prefetch starts loading the two cache lines of s's state (aligned in
+// their slab chunk: TestStreamSize; the third, its cache entry, the
+// cache's PrefetchEntry has asked for), for a point a few ahead
+// (accumulate).
+// s may be a stale hint (an evicted or dead stream's): only a prefetch.
+func (s *stream) prefetch() {
+	at := uintptr(unsafe.Pointer(s))
+	prefetch.Line(at)
+	prefetch.Line(at + 64)
+}
+
 // touch queues s for the next interval emission, once.
 func (s *stream) touch() {
 	if !s.dirty {
@@ -176,7 +189,7 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uin
 		s.shard.mu.Unlock()
 		set := identity.SetOf(attrs)
 		s, _ = p.lookupOrCreate(d, h, set, now, false, c)
-		if p.cache.Add(d.id, h, attrs, set, s) {
+		if p.cache.AddEntry(d.id, h, attrs, set, s, ownEntry(s, d, h, set)) {
 			c.evictions++
 		}
 	}
@@ -190,10 +203,10 @@ func (p *cumulativeProcessor) lockStream(d *metricDesc, attrs pcommon.Map, h uin
 // lock; the cache's locks are taken before a shard's everywhere, so
 // holding the shard's while Create releases them cannot deadlock.
 func (p *cumulativeProcessor) resolve(d *metricDesc, h uint64, attrs pcommon.Map, now int64, c *counts) (s *stream, locked bool) {
-	s, _, evicted := p.cache.CreateSharing(d.id, h, attrs, &c.keys, d.share, func(set identity.Set) *stream {
+	s, _, evicted := p.cache.CreateSharingInto(d.id, h, attrs, &c.keys, d.share, func(set identity.Set) (*stream, *identity.Entry[*stream]) {
 		var s *stream
 		s, locked = p.lookupOrCreate(d, h, set, now, true, c)
-		return s
+		return s, ownEntry(s, d, h, set)
 	})
 	if evicted {
 		c.evictions++
