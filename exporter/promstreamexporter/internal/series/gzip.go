@@ -243,12 +243,17 @@ type gzipWriter struct {
 	seq  uint64 // Table.gzipScrapes of this scrape
 	// spliced counts the kept pages this scrape spliced.
 	spliced int
+	// workers > 0: fragments are compressed by the pipe's workers
+	// (gzippipe.go), not by fw; t is the scrape's table.
+	workers int
+	pipe    gzPipe
+	t       *Table
 }
 
 // GzipWarm reports whether the writer holds a gzip compressor, made by its
 // first gzip scrape and kept for the next: the exporter's tests check that
 // sequential scrapes reuse one slot's.
-func (wr *Writer) GzipWarm() bool { return wr.gz.fw != nil }
+func (wr *Writer) GzipWarm() bool { return wr.gz.fw != nil || len(wr.gz.pipe.fws) > 0 }
 
 // outSink appends what fw writes to the gzipWriter's out.
 type outSink struct{ g *gzipWriter }
@@ -268,10 +273,14 @@ var gzipEnd = []byte{1, 0, 0, 0xff, 0xff}
 // beginGzip starts a gzip body in out.
 func (wr *Writer) beginGzip(t *Table) {
 	g := &wr.gz
-	if g.fw == nil {
+	g.workers, g.t = pipeWorkers(t), t
+	switch {
+	case g.workers > 0:
+		g.pipe.begin(g.workers)
+	case g.fw == nil:
 		g.sink = outSink{g}
 		g.fw, _ = flate.NewWriter(g.sink, flate.BestSpeed) // a valid level: no error
-	} else {
+	default:
 		g.fw.Reset(g.sink)
 	}
 	g.on, g.open, g.crc, g.size, g.spliced = true, false, 0, 0, 0
@@ -285,6 +294,10 @@ func (wr *Writer) compressBuf() {
 		return
 	}
 	g := &wr.gz
+	if g.workers > 0 {
+		wr.pipeSubmit(g.t, nil, nil, 0, 0)
+		return
+	}
 	g.crc = crc32.Update(g.crc, crc32.IEEETable, wr.buf)
 	g.size += uint64(len(wr.buf))
 	wr.written += int64(len(wr.buf))
@@ -322,6 +335,10 @@ func (wr *Writer) writeOut(all bool) error {
 func (wr *Writer) endGzip() error {
 	wr.cut()
 	g := &wr.gz
+	if g.workers > 0 {
+		wr.pipeSplice(g.t, g.pipe.n)
+		g.pipe.stop(false)
+	}
 	g.out = append(g.out, gzipEnd...)
 	g.out = binary.LittleEndian.AppendUint32(g.out, g.crc)
 	g.out = binary.LittleEndian.AppendUint32(g.out, uint32(g.size)) // ISIZE: the size modulo 2^32
@@ -348,11 +365,25 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	// lock.
 	wr.cut()
 	g := &wr.gz
+	par := g.workers > 0
+	if par {
+		// Room for the page's fragment, taken before the lock: the
+		// ring may have to wait for a worker.
+		wr.pipeRoom(t)
+	}
 	p.mu.Lock()
 	if k := p.fresh(&key, q); k != nil {
-		g.out = append(g.out, k.z...)
-		g.crc = crcCombine(g.crc, k.crc, k.shift)
-		g.size += k.n
+		if par && g.pipe.n > 0 {
+			// Fragments before it are still being compressed: it
+			// follows them in the ring.
+			f := g.pipe.next()
+			f.z = append(f.z[:0], k.z...)
+			f.n, f.crc, f.shift, f.ready, f.p = k.n, k.crc, k.shift, true, nil
+		} else {
+			g.out = append(g.out, k.z...)
+			g.crc = crcCombine(g.crc, k.crc, k.shift)
+			g.size += k.n
+		}
 		wr.written += int64(k.n)
 		k.used = g.seq
 		p.mu.Unlock()
@@ -383,6 +414,14 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	p.mu.Unlock()
 	if len(wr.buf) == 0 {
 		return true, nil
+	}
+	if par {
+		keep := p
+		if wr.held != held {
+			keep = nil
+		}
+		wr.pipeSubmit(t, keep, &key, gen, q.Began)
+		return true, wr.writeOut(false)
 	}
 	n := uint64(len(wr.buf))
 	crc := crc32.ChecksumIEEE(wr.buf)
