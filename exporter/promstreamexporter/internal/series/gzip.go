@@ -253,7 +253,7 @@ type gzipWriter struct {
 // GzipWarm reports whether the writer holds a gzip compressor, made by its
 // first gzip scrape and kept for the next: the exporter's tests check that
 // sequential scrapes reuse one slot's.
-func (wr *Writer) GzipWarm() bool { return wr.gz.fw != nil || len(wr.gz.pipe.fws) > 0 }
+func (wr *Writer) GzipWarm() bool { return wr.gz.fw != nil }
 
 // outSink appends what fw writes to the gzipWriter's out.
 type outSink struct{ g *gzipWriter }
@@ -274,13 +274,14 @@ var gzipEnd = []byte{1, 0, 0, 0xff, 0xff}
 func (wr *Writer) beginGzip(t *Table) {
 	g := &wr.gz
 	g.workers, g.t = pipeWorkers(t), t
-	switch {
-	case g.workers > 0:
+	if g.workers > 0 {
 		g.pipe.begin(g.workers)
-	case g.fw == nil:
+	}
+	// fw: the scrape's own compressor, for small fragments with workers.
+	if g.fw == nil {
 		g.sink = outSink{g}
 		g.fw, _ = flate.NewWriter(g.sink, flate.BestSpeed) // a valid level: no error
-	default:
+	} else {
 		g.fw.Reset(g.sink)
 	}
 	g.on, g.open, g.crc, g.size, g.spliced = true, false, 0, 0, 0
@@ -295,7 +296,7 @@ func (wr *Writer) compressBuf() {
 	}
 	g := &wr.gz
 	if g.workers > 0 {
-		wr.pipeSubmit(g.t, nil, nil, 0, 0)
+		wr.pipeCompress(g.t, nil, nil, 0, 0)
 		return
 	}
 	g.crc = crc32.Update(g.crc, crc32.IEEETable, wr.buf)
@@ -336,8 +337,7 @@ func (wr *Writer) endGzip() error {
 	wr.cut()
 	g := &wr.gz
 	if g.workers > 0 {
-		wr.pipeSplice(g.t, g.pipe.n)
-		g.pipe.stop(false)
+		wr.pipeEnd(g.t)
 	}
 	g.out = append(g.out, gzipEnd...)
 	g.out = binary.LittleEndian.AppendUint32(g.out, g.crc)
@@ -366,19 +366,16 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	wr.cut()
 	g := &wr.gz
 	par := g.workers > 0
-	if par {
-		// Room for the page's fragment, taken before the lock: the
-		// ring may have to wait for a worker.
-		wr.pipeRoom(t)
+	if par && g.pipe.busy() {
+		// A kept page follows the fragments in flight: a batch for it,
+		// opened before the lock since the ring may have to wait for a
+		// worker.
+		wr.pipeOpen(t)
 	}
 	p.mu.Lock()
 	if k := p.fresh(&key, q); k != nil {
-		if par && g.pipe.n > 0 {
-			// Fragments before it are still being compressed: it
-			// follows them in the ring.
-			f := g.pipe.next()
-			f.z = append(f.z[:0], k.z...)
-			f.n, f.crc, f.shift, f.ready, f.p = k.n, k.crc, k.shift, true, nil
+		if par && g.pipe.open != nil {
+			g.pipe.pipeReady(k)
 		} else {
 			g.out = append(g.out, k.z...)
 			g.crc = crcCombine(g.crc, k.crc, k.shift)
@@ -388,6 +385,9 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 		k.used = g.seq
 		p.mu.Unlock()
 		g.spliced++
+		if par {
+			wr.pipeSubmit(t, false)
+		}
 		return true, wr.writeOut(false)
 	}
 	list := wr.pageSeries(p, q)
@@ -415,14 +415,23 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	if len(wr.buf) == 0 {
 		return true, nil
 	}
-	if par {
-		keep := p
-		if wr.held != held {
-			keep = nil
-		}
-		wr.pipeSubmit(t, keep, &key, gen, q.Began)
-		return true, wr.writeOut(false)
+	keep := p
+	if wr.held != held {
+		keep = nil // it left a series out: no later scrape may splice it
 	}
+	if par {
+		wr.pipeCompress(t, keep, &key, gen, q.Began)
+	} else {
+		wr.inlineFragment(t, keep, &key, gen, q.Began)
+	}
+	return true, wr.writeOut(false)
+}
+
+// inlineFragment compresses the rendered bytes in buf as a fragment of its
+// own into out, and keeps it as page p's rendering of key at gen when p is
+// not nil. The open fragment was cut; the caller holds no page lock.
+func (wr *Writer) inlineFragment(t *Table, p *page, key *pageKey, gen uint64, began int64) {
+	g := &wr.gz
 	n := uint64(len(wr.buf))
 	crc := crc32.ChecksumIEEE(wr.buf)
 	start := len(g.out)
@@ -434,12 +443,11 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	g.crc = crcCombine(g.crc, crc, shift)
 	g.size += n
 	wr.written += int64(n)
-	if wr.held == held {
+	if p != nil {
 		p.mu.Lock()
-		p.keep(t, &key, gen, q.Began, g.seq, g.out[start:], crc, shift, n)
+		p.keep(t, key, gen, began, g.seq, g.out[start:], crc, shift, n)
 		p.mu.Unlock()
 	}
-	return true, wr.writeOut(false)
 }
 
 // keptPageSize is what a kept rendering costs besides its bytes.

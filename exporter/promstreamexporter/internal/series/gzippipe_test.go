@@ -27,7 +27,7 @@ func checkPipe(t testing.TB, wr *Writer, workers int) {
 	if wr.gz.workers != workers || (workers > 0 && len(pp.fws) != workers) {
 		t.Fatalf("the scrape compressed with %d workers (%d compressors), want %d", wr.gz.workers, len(pp.fws), workers)
 	}
-	if pp.running != 0 || pp.n != 0 {
+	if pp.running != 0 || pp.n != 0 || pp.open != nil {
 		t.Fatalf("after the scrape %d workers run, %d fragments are in flight", pp.running, pp.n)
 	}
 }
@@ -93,6 +93,9 @@ func TestGzipPipelineMatchesOneGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPipe(t, wr, 2)
+	if wr.gz.pipe.handed == 0 {
+		t.Fatal("the scrape handed no batch to a worker")
+	}
 	if !bytes.Equal(gunzip(t, par.Bytes()), gunzip(t, one.Bytes())) {
 		t.Fatal("the pipeline's body is not the one-goroutine body")
 	}
