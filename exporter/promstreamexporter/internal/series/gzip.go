@@ -67,6 +67,16 @@ import (
 // NumBuckets), one per shard. The least recently spliced is replaced.
 const keptPerPage = 4
 
+// keptPerHeadPage bounds the renderings a head page keeps. Every shard
+// scrape picks from the head pages (headPages of each family), so a
+// Prometheus splitting a job in 4 shards beside a whole scrape keeps 5
+// renderings of each: with keptPerPage the least recently spliced was
+// always the next one wanted, and every shard scrape compressed the heads
+// of all families anew, a fixed cost that made a gzip shard of an
+// unchanged table 0.35–0.44 of the whole one (bench/promstream, issue 28
+// item 7). A shard's rendering is about 1/shards of the page.
+const keptPerHeadPage = 12
+
 // pageKey is what a page's rendering depends on besides its series.
 type pageKey struct {
 	// created is the family's _created name as the scrape writes it (""
@@ -166,7 +176,11 @@ func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64
 	}
 	added := false
 	if slot < 0 {
-		if len(p.kept) < keptPerPage {
+		limit := keptPerPage
+		if p.bucket == headBucket {
+			limit = keptPerHeadPage
+		}
+		if len(p.kept) < limit {
 			p.kept = append(p.kept, keptPage{})
 			slot, added = len(p.kept)-1, true
 		} else {
@@ -241,8 +255,9 @@ type gzipWriter struct {
 	crc  uint32
 	size uint64
 	seq  uint64 // Table.gzipScrapes of this scrape
-	// spliced counts the kept pages this scrape spliced.
-	spliced int
+	// spliced counts the kept pages this scrape spliced, compressed the
+	// pages it rendered and compressed to keep.
+	spliced, compressed int
 	// workers > 0: fragments are compressed by the pipe's workers
 	// (gzippipe.go), not by fw; t is the scrape's table.
 	workers int
@@ -284,7 +299,7 @@ func (wr *Writer) beginGzip(t *Table) {
 	} else {
 		g.fw.Reset(g.sink)
 	}
-	g.on, g.open, g.crc, g.size, g.spliced = true, false, 0, 0, 0
+	g.on, g.open, g.crc, g.size, g.spliced, g.compressed = true, false, 0, 0, 0, 0
 	g.seq = t.gzipScrapes.Add(1)
 	g.out = append(g.out[:0], gzipHeader...)
 }
@@ -415,6 +430,7 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	if len(wr.buf) == 0 {
 		return true, nil
 	}
+	g.compressed++
 	keep := p
 	if wr.held != held {
 		keep = nil // it left a series out: no later scrape may splice it

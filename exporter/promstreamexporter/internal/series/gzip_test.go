@@ -293,8 +293,8 @@ func TestGzipKeptPagesAreBounded(t *testing.T) {
 	}
 	for _, f := range []*Family{z.g, z.c, z.h, z.s} {
 		for _, p := range f.appendPages(nil, &Query{}) {
-			if len(p.kept) > keptPerPage {
-				t.Fatalf("%s: a page keeps %d renderings, bound %d", f.name, len(p.kept), keptPerPage)
+			if bound := keptPerPage; len(p.kept) > bound && (p.bucket != headBucket || len(p.kept) > keptPerHeadPage) {
+				t.Fatalf("%s: a page keeps %d renderings, bound %d", f.name, len(p.kept), bound)
 			}
 		}
 	}
@@ -323,6 +323,31 @@ func TestGzipShards(t *testing.T) {
 		}
 		z.series(t, z.g, z.gKeys[round*500]).SetValue(float64(-round), 2)
 		z.histogram(t, round*60, 5)
+	}
+}
+
+// TestGzipShardsSpliceTheHead: a whole gzip scrape and the 4 shard scrapes
+// of a Prometheus that splits its job, taking turns on an unchanged table,
+// splice every page from the second round on: the head pages, which every
+// shard scrape picks from, keep a rendering for each.
+func TestGzipShardsSpliceTheHead(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		twoProcs(t)
+		z := newGzTable(t, Options{GzipWorkers: workers})
+		wr := &Writer{}
+		for round := range 3 {
+			for shard := range 5 {
+				q := Query{Shard: uint64(shard), Shards: 4}
+				if shard == 4 {
+					q = Query{}
+				}
+				scrapeBoth(t, z.tbl, wr, q)
+				if round > 0 && (wr.gz.compressed != 0 || wr.gz.spliced == 0) {
+					t.Fatalf("workers %d, round %d, %+v: %d pages compressed anew, %d spliced", workers, round, q, wr.gz.compressed, wr.gz.spliced)
+				}
+			}
+		}
+		checkKeptBytes(t, z.tbl)
 	}
 }
 
