@@ -36,9 +36,10 @@ const (
 	// BenchmarkGzipScrape), so 64 MiB covers some 800 MB of exposition
 	// scraped in one format.
 	defaultMaxGzipKeptBytes = 64 << 20
-	// defaultMaxGzipWorkers: a gzip scrape compresses on two goroutines
-	// besides its own (series/gzippipe.go), the cores bench/promstream's
-	// machine has; with max_concurrent_scrapes 4 that is at most 8.
+	// defaultMaxGzipWorkers: a gzip scrape compresses on up to two
+	// goroutines besides its own (series/gzippipe.go), and never more than
+	// GOMAXPROCS − 1: one on 2 cores; with max_concurrent_scrapes 4, at
+	// most 8 goroutines.
 	defaultMaxGzipWorkers = 2
 )
 
@@ -55,7 +56,7 @@ type LimitsConfig struct {
 	// are compressed anew on each gzip scrape (0: no limit).
 	MaxGzipKeptBytes int64 `mapstructure:"max_gzip_kept_bytes"`
 	// MaxGzipWorkers bounds the goroutines that compress one gzip scrape's
-	// pages while its own renders the next (at most GOMAXPROCS; 0: the
+	// pages while its own renders the next (at most GOMAXPROCS − 1; 0: the
 	// scrape's goroutine compresses).
 	MaxGzipWorkers int `mapstructure:"max_gzip_workers"`
 

@@ -34,7 +34,7 @@ import (
 // without workers: an unchanged table's scrape never hands anything over.
 //
 // Bounds: a scrape starts at most GzipWorkers goroutines (no more than
-// GOMAXPROCS), each with its own compressor, which the Writer (the scrape
+// GOMAXPROCS − 1), each with its own compressor, which the Writer (the scrape
 // slot) keeps for its next gzip scrape; all have ended when WriteTo
 // returns. At most pipeDepth batches per worker are in flight, each some
 // batchBytes of rendered text (plus one fragment) and its compressed bytes.
@@ -127,14 +127,12 @@ type gzPipe struct {
 }
 
 // pipeWorkers returns how many compression goroutines a gzip scrape of t
-// uses: Options.GzipWorkers, at most GOMAXPROCS; 0 when only one
-// goroutine runs at a time, where a handoff gains nothing.
+// uses: Options.GzipWorkers, at most GOMAXPROCS − 1, since the scrape's
+// own goroutine renders meanwhile (0 with one proc, where a handoff gains
+// nothing). On bench/promstream's 2 cores, 2 workers beside the renderer
+// cost more CPU than 1 and were no faster (issue 28 item 4).
 func pipeWorkers(t *Table) int {
-	procs := runtime.GOMAXPROCS(0)
-	if procs < 2 {
-		return 0
-	}
-	return max(0, min(t.opts.GzipWorkers, procs))
+	return max(0, min(t.opts.GzipWorkers, runtime.GOMAXPROCS(0)-1))
 }
 
 // begin readies the pipeline for a scrape with n workers (started as

@@ -10,12 +10,26 @@ import (
 	"github.com/otelgateway/otelgateway/exporter/promstreamexporter/internal/exposition"
 )
 
-// twoProcs lets the test's gzip scrapes use the pipeline (gzippipe.go),
-// which a GOMAXPROCS of 1 turns off.
+// twoProcs lets the test's gzip scrapes use the pipeline (gzippipe.go)
+// with two workers: it takes GOMAXPROCS − 1.
 func twoProcs(t testing.TB) {
-	if prev := runtime.GOMAXPROCS(0); prev < 2 {
-		runtime.GOMAXPROCS(2)
+	if prev := runtime.GOMAXPROCS(0); prev < 3 {
+		runtime.GOMAXPROCS(3)
 		t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	}
+}
+
+// TestGzipWorkersLeaveAProcToTheScrape: the pipeline takes at most
+// GOMAXPROCS − 1 workers, none with one proc.
+func TestGzipWorkersLeaveAProcToTheScrape(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	tbl := New(Options{GzipWorkers: 2})
+	for _, c := range [][2]int{{1, 0}, {2, 1}, {3, 2}, {8, 2}} {
+		runtime.GOMAXPROCS(c[0])
+		if got := pipeWorkers(tbl); got != c[1] {
+			t.Errorf("GOMAXPROCS %d: %d workers, want %d", c[0], got, c[1])
+		}
 	}
 }
 

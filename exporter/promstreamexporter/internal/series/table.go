@@ -503,7 +503,7 @@ type Options struct {
 	MaxKeptBytes int64
 	// GzipWorkers is how many goroutines compress a gzip scrape's pages
 	// while its own goroutine renders the next ones (gzippipe.go), at most
-	// GOMAXPROCS. 0: the scrape's goroutine compresses.
+	// GOMAXPROCS − 1. 0: the scrape's goroutine compresses.
 	GzipWorkers int
 }
 
