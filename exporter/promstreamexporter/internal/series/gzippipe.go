@@ -67,7 +67,7 @@ type gzSeg struct {
 	// crcShift(n) (a worker fills them in for a fragment it compresses).
 	n          uint64
 	crc, shift uint32
-	zs, ze     int // the fragment's bytes in the batch's z
+	zs, ze     int // a compressed fragment's bytes in the batch's z
 	// keep: when p is not nil, the fragment is its rendering of key at gen
 	// by a scrape that began at began, to keep once spliced.
 	p     *page
@@ -80,7 +80,7 @@ type gzSeg struct {
 type gzBatch struct {
 	segs []gzSeg // reused with their buffers: segs[:cap] hold them
 	pre  []byte  // ready fragments' bytes
-	z    []byte  // the batch's compressed bytes
+	z    []byte  // the compressed fragments' bytes (not the ready ones')
 	// n, crc and shift are the batch's uncompressed size, CRC-32 and
 	// crcShift(n).
 	n          uint64
@@ -181,18 +181,16 @@ func compressBatch(fw *flate.Writer, b *gzBatch) {
 	var n uint64
 	for i := range b.segs {
 		s := &b.segs[i]
-		s.zs = len(b.z)
-		if s.ready {
-			b.z = append(b.z, b.pre[s.off:s.off+s.zn]...)
-		} else {
+		if !s.ready { // a ready one is spliced from pre
+			s.zs = len(b.z)
 			s.n = uint64(len(s.buf))
 			s.crc = crc32.ChecksumIEEE(s.buf)
 			s.shift = crcShift(s.n)
 			fw.Reset(b)
 			_, _ = fw.Write(s.buf) // b never fails
 			_ = fw.Flush()
+			s.ze = len(b.z)
 		}
-		s.ze = len(b.z)
 		crc = crcCombine(crc, s.crc, s.shift)
 		n += s.n
 	}
@@ -345,19 +343,23 @@ func (wr *Writer) pipeSplice(t *Table, wait int) {
 			}
 		}
 		wait--
-		start := len(g.out)
-		g.out = append(g.out, b.z...)
-		g.crc = crcCombine(g.crc, b.crc, b.shift)
-		g.size += b.n
 		for i := range b.segs {
 			s := &b.segs[i]
+			start := len(g.out)
+			if s.ready {
+				g.out = append(g.out, b.pre[s.off:s.off+s.zn]...)
+			} else {
+				g.out = append(g.out, b.z[s.zs:s.ze]...)
+			}
 			if p := s.p; p != nil {
 				p.mu.Lock()
-				p.keep(t, &s.key, s.gen, s.began, g.seq, g.out[start+s.zs:start+s.ze], s.crc, s.shift, s.n)
+				p.keep(t, &s.key, s.gen, s.began, g.seq, g.out[start:], s.crc, s.shift, s.n)
 				p.mu.Unlock()
 				s.p = nil
 			}
 		}
+		g.crc = crcCombine(g.crc, b.crc, b.shift)
+		g.size += b.n
 		pp.head = (pp.head + 1) % len(pp.ring)
 		pp.n--
 	}
