@@ -16,6 +16,7 @@ func TestConfig(t *testing.T) {
 	full.Limits.MaxSeries = 500000
 	full.Limits.MaxConcurrentScrapes = 2
 	full.Limits.MaxGzipKeptBytes = 1 << 20
+	full.Limits.MaxGzipWorkers = 1
 	full.Namespace = "edge"
 	full.ConstLabels = map[string]string{"region": "eu-1"}
 	full.TranslationStrategy = noUTF8EscapingWithSuffixes
@@ -83,6 +84,7 @@ func TestConfig(t *testing.T) {
 		{file: "zero_scrapes.yaml", wantErr: "limits.max_concurrent_scrapes must be positive, got 0"},
 		{file: "negative_max_series.yaml", wantErr: "limits.max_series must not be negative, got -1"},
 		{file: "negative_gzip_kept.yaml", wantErr: "limits.max_gzip_kept_bytes must not be negative, got -5 (0 for no limit)"},
+		{file: "negative_gzip_workers.yaml", wantErr: "limits.max_gzip_workers must not be negative, got -1 (0 compresses on the scrape's goroutine)"},
 		// The keys the limits section replaced still work (warned about
 		// when the exporter is created).
 		{file: "deprecated_limits.yaml", want: deprecated},

@@ -101,6 +101,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*promStreamExporter, error
 			// envoy_cluster_upstream_rq_total).
 			ExactCounterNames: cfg.exactCounterNames,
 			MaxKeptBytes:      cfg.Limits.MaxGzipKeptBytes,
+			GzipWorkers:       cfg.Limits.MaxGzipWorkers,
 		}),
 		namer:       newNamer(cfg),
 		slots:       slotPool{free: make([]*scrapeSlot, 0, cfg.Limits.MaxConcurrentScrapes)},

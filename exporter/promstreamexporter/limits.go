@@ -36,6 +36,11 @@ const (
 	// BenchmarkGzipScrape), so 64 MiB covers some 800 MB of exposition
 	// scraped in one format.
 	defaultMaxGzipKeptBytes = 64 << 20
+	// defaultMaxGzipWorkers: a gzip scrape compresses on up to two
+	// goroutines besides its own (series/gzippipe.go), and never more than
+	// GOMAXPROCS − 1: one on 2 cores; with max_concurrent_scrapes 4, at
+	// most 8 goroutines.
+	defaultMaxGzipWorkers = 2
 )
 
 // LimitsConfig is the `limits` section.
@@ -50,13 +55,18 @@ type LimitsConfig struct {
 	// scrapes keep to splice into the next one, in bytes; past it pages
 	// are compressed anew on each gzip scrape (0: no limit).
 	MaxGzipKeptBytes int64 `mapstructure:"max_gzip_kept_bytes"`
+	// MaxGzipWorkers bounds the goroutines that compress one gzip scrape's
+	// pages while its own renders the next (at most GOMAXPROCS − 1; 0: the
+	// scrape's goroutine compresses).
+	MaxGzipWorkers int `mapstructure:"max_gzip_workers"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
 func defaultLimits() LimitsConfig {
-	return LimitsConfig{MaxSeries: defaultMaxSeries, MaxConcurrentScrapes: defaultMaxScrapes, MaxGzipKeptBytes: defaultMaxGzipKeptBytes}
+	return LimitsConfig{MaxSeries: defaultMaxSeries, MaxConcurrentScrapes: defaultMaxScrapes, MaxGzipKeptBytes: defaultMaxGzipKeptBytes,
+		MaxGzipWorkers: defaultMaxGzipWorkers}
 }
 
 func (l *LimitsConfig) validate() error {
@@ -69,6 +79,9 @@ func (l *LimitsConfig) validate() error {
 	}
 	if l.MaxGzipKeptBytes < 0 {
 		errs = errors.Join(errs, fmt.Errorf("limits.max_gzip_kept_bytes must not be negative, got %d (0 for no limit)", l.MaxGzipKeptBytes))
+	}
+	if l.MaxGzipWorkers < 0 {
+		errs = errors.Join(errs, fmt.Errorf("limits.max_gzip_workers must not be negative, got %d (0 compresses on the scrape's goroutine)", l.MaxGzipWorkers))
 	}
 	return errs
 }

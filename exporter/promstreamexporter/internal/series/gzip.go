@@ -30,8 +30,12 @@ import (
 // follows. An empty final stored block ends the stream; the trailer's CRC
 // is combined from the fragments' CRCs (crc.go), so a spliced page is never
 // read again. Every fragment is compressed at BestSpeed (klauspost/compress
-// level 1): on the kong10k exposition it was the cheapest of the levels
-// and stateless modes measured (bench/promstream README).
+// level 1): per page-sized fragment of the kong200k exposition it took the
+// least CPU and gave the smallest body of the compressors measured
+// (BenchmarkFragmentCompressors, 3 runs: level 1 88–100 ms CPU for 60 MB,
+// 0.0795 of the text; level 2 102–146 ms, 0.0823; level 3 133–147 ms,
+// 0.0799; Huffman-only 93–102 ms but 0.611; the standard library's level
+// 1 175–184 ms, 0.0823).
 //
 // Freshness: a page's gen is made odd by every change to what it renders
 // (Series.touch on a value, timestamp, start time, distribution or
@@ -66,6 +70,16 @@ import (
 // (the head, or any page for a shards value that does not divide
 // NumBuckets), one per shard. The least recently spliced is replaced.
 const keptPerPage = 4
+
+// keptPerHeadPage bounds the renderings a head page keeps. Every shard
+// scrape picks from the head pages (headPages of each family), so a
+// Prometheus splitting a job in 4 shards beside a whole scrape keeps 5
+// renderings of each: with keptPerPage the least recently spliced was
+// always the next one wanted, and every shard scrape compressed the heads
+// of all families anew, a fixed cost that made a gzip shard of an
+// unchanged table 0.35–0.44 of the whole one (bench/promstream, issue 28
+// item 7). A shard's rendering is about 1/shards of the page.
+const keptPerHeadPage = 12
 
 // pageKey is what a page's rendering depends on besides its series.
 type pageKey struct {
@@ -166,7 +180,11 @@ func (p *page) keep(t *Table, key *pageKey, gen uint64, began int64, used uint64
 	}
 	added := false
 	if slot < 0 {
-		if len(p.kept) < keptPerPage {
+		limit := keptPerPage
+		if p.bucket == headBucket {
+			limit = keptPerHeadPage
+		}
+		if len(p.kept) < limit {
 			p.kept = append(p.kept, keptPage{})
 			slot, added = len(p.kept)-1, true
 		} else {
@@ -241,8 +259,14 @@ type gzipWriter struct {
 	crc  uint32
 	size uint64
 	seq  uint64 // Table.gzipScrapes of this scrape
-	// spliced counts the kept pages this scrape spliced.
-	spliced int
+	// spliced counts the kept pages this scrape spliced, compressed the
+	// pages it rendered and compressed to keep.
+	spliced, compressed int
+	// workers > 0: fragments are compressed by the pipe's workers
+	// (gzippipe.go), not by fw; t is the scrape's table.
+	workers int
+	pipe    gzPipe
+	t       *Table
 }
 
 // GzipWarm reports whether the writer holds a gzip compressor, made by its
@@ -268,13 +292,18 @@ var gzipEnd = []byte{1, 0, 0, 0xff, 0xff}
 // beginGzip starts a gzip body in out.
 func (wr *Writer) beginGzip(t *Table) {
 	g := &wr.gz
+	g.workers, g.t = pipeWorkers(t), t
+	if g.workers > 0 {
+		g.pipe.begin(g.workers)
+	}
+	// fw: the scrape's own compressor, for small fragments with workers.
 	if g.fw == nil {
 		g.sink = outSink{g}
 		g.fw, _ = flate.NewWriter(g.sink, flate.BestSpeed) // a valid level: no error
 	} else {
 		g.fw.Reset(g.sink)
 	}
-	g.on, g.open, g.crc, g.size, g.spliced = true, false, 0, 0, 0
+	g.on, g.open, g.crc, g.size, g.spliced, g.compressed = true, false, 0, 0, 0, 0
 	g.seq = t.gzipScrapes.Add(1)
 	g.out = append(g.out[:0], gzipHeader...)
 }
@@ -285,6 +314,10 @@ func (wr *Writer) compressBuf() {
 		return
 	}
 	g := &wr.gz
+	if g.workers > 0 {
+		wr.pipeCompress(g.t, nil, nil, 0, 0)
+		return
+	}
 	g.crc = crc32.Update(g.crc, crc32.IEEETable, wr.buf)
 	g.size += uint64(len(wr.buf))
 	wr.written += int64(len(wr.buf))
@@ -322,6 +355,9 @@ func (wr *Writer) writeOut(all bool) error {
 func (wr *Writer) endGzip() error {
 	wr.cut()
 	g := &wr.gz
+	if g.workers > 0 {
+		wr.pipeEnd(g.t)
+	}
 	g.out = append(g.out, gzipEnd...)
 	g.out = binary.LittleEndian.AppendUint32(g.out, g.crc)
 	g.out = binary.LittleEndian.AppendUint32(g.out, uint32(g.size)) // ISIZE: the size modulo 2^32
@@ -348,15 +384,29 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	// lock.
 	wr.cut()
 	g := &wr.gz
+	par := g.workers > 0
+	if par && g.pipe.busy() {
+		// A kept page follows the fragments in flight: a batch for it,
+		// opened before the lock since the ring may have to wait for a
+		// worker.
+		wr.pipeOpen(t)
+	}
 	p.mu.Lock()
 	if k := p.fresh(&key, q); k != nil {
-		g.out = append(g.out, k.z...)
-		g.crc = crcCombine(g.crc, k.crc, k.shift)
-		g.size += k.n
+		if par && g.pipe.open != nil {
+			g.pipe.pipeReady(k)
+		} else {
+			g.out = append(g.out, k.z...)
+			g.crc = crcCombine(g.crc, k.crc, k.shift)
+			g.size += k.n
+		}
 		wr.written += int64(k.n)
 		k.used = g.seq
 		p.mu.Unlock()
 		g.spliced++
+		if par {
+			wr.pipeSubmit(t, false)
+		}
 		return true, wr.writeOut(false)
 	}
 	list := wr.pageSeries(p, q)
@@ -384,6 +434,24 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	if len(wr.buf) == 0 {
 		return true, nil
 	}
+	g.compressed++
+	keep := p
+	if wr.held != held {
+		keep = nil // it left a series out: no later scrape may splice it
+	}
+	if par {
+		wr.pipeCompress(t, keep, &key, gen, q.Began)
+	} else {
+		wr.inlineFragment(t, keep, &key, gen, q.Began)
+	}
+	return true, wr.writeOut(false)
+}
+
+// inlineFragment compresses the rendered bytes in buf as a fragment of its
+// own into out, and keeps it as page p's rendering of key at gen when p is
+// not nil. The open fragment was cut; the caller holds no page lock.
+func (wr *Writer) inlineFragment(t *Table, p *page, key *pageKey, gen uint64, began int64) {
+	g := &wr.gz
 	n := uint64(len(wr.buf))
 	crc := crc32.ChecksumIEEE(wr.buf)
 	start := len(g.out)
@@ -395,12 +463,11 @@ func (wr *Writer) writeKeptPage(t *Table, f *Family, p *page, q *Query) (bool, e
 	g.crc = crcCombine(g.crc, crc, shift)
 	g.size += n
 	wr.written += int64(n)
-	if wr.held == held {
+	if p != nil {
 		p.mu.Lock()
-		p.keep(t, &key, gen, q.Began, g.seq, g.out[start:], crc, shift, n)
+		p.keep(t, key, gen, began, g.seq, g.out[start:], crc, shift, n)
 		p.mu.Unlock()
 	}
-	return true, wr.writeOut(false)
 }
 
 // keptPageSize is what a kept rendering costs besides its bytes.

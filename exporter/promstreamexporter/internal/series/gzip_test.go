@@ -216,7 +216,8 @@ func TestGzipBodyIsThePlainBody(t *testing.T) {
 			z.series(t, f, z.key(0)).SetValue(1, 2)
 		}},
 	}
-	for _, o := range []Options{{}, {Timestamps: true}} {
+	twoProcs(t)
+	for _, o := range []Options{{}, {Timestamps: true}, {GzipWorkers: 2}} {
 		for _, limits := range [][2]int{{0, 0}, {1, 1}, {4096, 1 << 40}} {
 			for i, q := range gzFormats {
 				// The writer's cuts at every size in three formats (text,
@@ -225,10 +226,11 @@ func TestGzipBodyIsThePlainBody(t *testing.T) {
 				if limits[0] != 0 && (o.Timestamps || i == 1 || i == 2) {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/escaping %d/timestamps=%v/flush %d big %d", q.Format, q.Escaping, o.Timestamps, limits[0], limits[1]), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/escaping %d/timestamps=%v/workers %d/flush %d big %d", q.Format, q.Escaping, o.Timestamps, o.GzipWorkers, limits[0], limits[1]), func(t *testing.T) {
 					z := newGzTable(t, o)
 					wr := &Writer{flushLimit: limits[0], bigLimit: limits[1]}
 					scrapeBoth(t, z.tbl, wr, q)
+					checkPipe(t, wr, o.GzipWorkers)
 					scrapeBoth(t, z.tbl, wr, q)
 					keeps := limits[0] == 0 && !q.Format.Spec().Body.Proto
 					if keeps && wr.gz.spliced == 0 {
@@ -291,8 +293,8 @@ func TestGzipKeptPagesAreBounded(t *testing.T) {
 	}
 	for _, f := range []*Family{z.g, z.c, z.h, z.s} {
 		for _, p := range f.appendPages(nil, &Query{}) {
-			if len(p.kept) > keptPerPage {
-				t.Fatalf("%s: a page keeps %d renderings, bound %d", f.name, len(p.kept), keptPerPage)
+			if bound := keptPerPage; len(p.kept) > bound && (p.bucket != headBucket || len(p.kept) > keptPerHeadPage) {
+				t.Fatalf("%s: a page keeps %d renderings, bound %d", f.name, len(p.kept), bound)
 			}
 		}
 	}
@@ -321,6 +323,31 @@ func TestGzipShards(t *testing.T) {
 		}
 		z.series(t, z.g, z.gKeys[round*500]).SetValue(float64(-round), 2)
 		z.histogram(t, round*60, 5)
+	}
+}
+
+// TestGzipShardsSpliceTheHead: a whole gzip scrape and the 4 shard scrapes
+// of a Prometheus that splits its job, taking turns on an unchanged table,
+// splice every page from the second round on: the head pages, which every
+// shard scrape picks from, keep a rendering for each.
+func TestGzipShardsSpliceTheHead(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		twoProcs(t)
+		z := newGzTable(t, Options{GzipWorkers: workers})
+		wr := &Writer{}
+		for round := range 3 {
+			for shard := range 5 {
+				q := Query{Shard: uint64(shard), Shards: 4}
+				if shard == 4 {
+					q = Query{}
+				}
+				scrapeBoth(t, z.tbl, wr, q)
+				if round > 0 && (wr.gz.compressed != 0 || wr.gz.spliced == 0) {
+					t.Fatalf("workers %d, round %d, %+v: %d pages compressed anew, %d spliced", workers, round, q, wr.gz.compressed, wr.gz.spliced)
+				}
+			}
+		}
+		checkKeptBytes(t, z.tbl)
 	}
 }
 
@@ -370,7 +397,17 @@ func TestGzipHoldsWhatAnEarlierScrapeMust(t *testing.T) {
 // scrape began, never a kept page from before it; once updates stop, gzip
 // and plain bodies are the same.
 func TestGzipUnderConcurrentUpdates(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		t.Run("workers "+strconv.Itoa(workers), func(t *testing.T) {
+			twoProcs(t)
+			gzipUnderConcurrentUpdates(t, workers)
+		})
+	}
+}
+
+func gzipUnderConcurrentUpdates(t *testing.T, workers int) {
 	tbl, f, keys := healthFamily(t, 3000)
+	tbl.opts.GzipWorkers = workers
 	h, _ := tbl.Family("h", "", exposition.TypeHistogram)
 	hs := make([]*Series, 300)
 	for i := range hs {
@@ -508,7 +545,8 @@ func TestGzipRandomChanges(t *testing.T) {
 			for i := range ops {
 				ops[i] = byte(rng.Uint32())
 			}
-			z := newGzTable(t, Options{Timestamps: seed%2 == 1})
+			twoProcs(t)
+			z := newGzTable(t, Options{Timestamps: seed%2 == 1, GzipWorkers: []int{0, 0, 2, 1}[seed]})
 			wr := &Writer{}
 			gzOps(t, z, wr, ops)
 			if z.tbl.KeptBytes() <= 0 {
@@ -527,11 +565,14 @@ func FuzzGzipSplice(f *testing.F) {
 	f.Add([]byte{8, 0, 8, 0, 0, 1, 8, 0}, false)
 	f.Add([]byte{8, 3, 4, 1, 8, 3, 7, 0, 8, 3, 3, 0, 8, 4}, true)
 	f.Add([]byte{8, 1, 5, 2, 8, 1, 1, 2, 8, 1, 2, 150, 8, 1}, false)
+	f.Add([]byte{8, 0, 8, 0, 0, 1, 8, 0, 2, 7, 8, 3}, true)
 	f.Fuzz(func(t *testing.T, ops []byte, ts bool) {
 		if len(ops) > 400 {
 			ops = ops[:400]
 		}
-		z := newGzTable(t, Options{Timestamps: ts})
+		// The pipeline (gzippipe.go) for bodies whose ops length is odd.
+		twoProcs(t)
+		z := newGzTable(t, Options{Timestamps: ts, GzipWorkers: len(ops) % 2 * 2})
 		gzOps(t, z, &Writer{}, ops)
 		checkKeptBytes(t, z.tbl)
 	})

@@ -205,7 +205,11 @@ func (wr *Writer) release() {
 	if cap(wr.buf) > maxRetained {
 		wr.buf = nil
 	}
-	wr.gz.on = false
+	if wr.gz.on && wr.gz.workers > 0 {
+		wr.gz.pipe.stop(true) // a failed scrape's workers; a no-op after endGzip
+	}
+	wr.gz.pipe.release()
+	wr.gz.on, wr.gz.t = false, nil
 	if cap(wr.gz.out) > maxRetained {
 		wr.gz.out = nil
 	}

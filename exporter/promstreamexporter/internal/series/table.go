@@ -501,6 +501,10 @@ type Options struct {
 	// keep to splice into the next one (gzip.go): past it, pages are
 	// compressed anew on every gzip scrape. 0: no limit.
 	MaxKeptBytes int64
+	// GzipWorkers is how many goroutines compress a gzip scrape's pages
+	// while its own goroutine renders the next ones (gzippipe.go), at most
+	// GOMAXPROCS − 1. 0: the scrape's goroutine compresses.
+	GzipWorkers int
 }
 
 // New returns an empty table.

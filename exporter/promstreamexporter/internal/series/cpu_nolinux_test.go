@@ -1,8 +1,0 @@
-//go:build !linux
-
-package series
-
-import "time"
-
-// threadCPU is not measured here: benchmarks report wall time only.
-func threadCPU() time.Duration { return 0 }
