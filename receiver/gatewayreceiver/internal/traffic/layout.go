@@ -136,10 +136,15 @@ type row struct {
 	extra *[]extra
 	next  *row // the table's next row whose label set has the same hash
 	enc   string
-	seen  bool // a handle that holds it was used in this window (keep it)
+	// seen: Take drained it (it was updated in the window that ended):
+	// keep it; Take's sweep clears it, and evicts the rows without it.
+	seen bool
 	// touched: one of its series was updated in this window (the row is
 	// in its table's touched list).
 	touched bool
+	// dead: Take's sweep evicted it (it is in no hash chain, and will be
+	// reused): a handle that still points at it finds its row again.
+	dead bool
 }
 
 // at is the row's series in slot j.
@@ -218,6 +223,12 @@ type table struct {
 	wordChunk []uint64
 	extras    []extra
 	used      int
+	// chunks are every chunk of rows allocated: Take's sweep walks them
+	// by index (a map cannot be walked in steps with the lock released
+	// between them while Add changes it). dead are the rows the sweep
+	// evicted, released when it ends.
+	chunks [][]row
+	dead   []*row
 	// expo: a family of the view is an exponential histogram (its rows are
 	// made with their extra).
 	expo bool
@@ -226,6 +237,10 @@ type table struct {
 	// series of each. One entry per row, not one per series: a new tuple
 	// appends once for the six request families of the otel profile.
 	touched []*row
+	// ending is, while Take drains it, how many of touched are the rows
+	// of the window it ends; rows listed after them are the next window's
+	// (Take moves them to the front when done).
+	ending int
 	// hint sizes rows and touched when the first row is made: the most
 	// tuples the bounds allow (handlesHint).
 	hint int
@@ -244,6 +259,7 @@ func (t *table) newRow(fams []family) *row {
 	}
 	if t.used == len(t.chunk) {
 		t.chunk = make([]row, rowsPerChunk)
+		t.chunks = append(t.chunks, t.chunk)
 		t.wordChunk = make([]uint64, rowsPerChunk*t.words)
 		if t.expo {
 			t.extras = make([]extra, rowsPerChunk*len(t.fams))
@@ -267,11 +283,12 @@ func (t *table) newRow(fams []family) *row {
 	return r
 }
 
-// release empties an evicted row for reuse. Nothing else refers to it:
-// Take clears every handle's rows when it evicts (and drops overflow
-// handles), and the touched lists are empty.
+// release empties an evicted row for reuse. Only handles may still
+// point at it (a row is evicted when it is in no touched list), and they
+// let go of their rows before their next use: Take moved the handles'
+// epoch on (see held.epoch).
 func (t *table) release(r *row) {
-	r.enc, r.next, r.seen, r.touched = "", nil, false, false
+	r.enc, r.next, r.seen, r.touched, r.dead = "", nil, false, false, false
 	clear(r.words)
 	var xs []extra
 	if r.extra != nil {
@@ -381,12 +398,13 @@ type handle struct {
 	// gw is the held key of the handle's gateway ("" for an overflow tuple
 	// or a profile without resources), refreshed with the handle.
 	gw string
-	// window is the last window a held handle was used in.
+	// window is the last window the handle was used in (add stamps it):
+	// Take's sweep expires held handles by it, drops idle overflow
+	// handles, and keeps the gateways of used ones.
 	window int64
-	// seen: used in this window. Kept on the handle, not on each of its
-	// series, so an event writes one line instead of one per family; Take
-	// propagates it to its rows.
-	seen bool
+	// epoch is held.epoch when the handle's rows were last valid: add
+	// lets go of them when it moved on (rows were evicted since).
+	epoch uint32
 	// held: the tuple counts against max_series (overflow tuples do not).
 	held bool
 }
