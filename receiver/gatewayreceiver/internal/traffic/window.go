@@ -3,6 +3,7 @@ package traffic
 import (
 	"hash/maphash"
 	"runtime"
+	"slices"
 )
 
 // Window is the points of one flush window: every series updated in it,
@@ -104,6 +105,7 @@ func (a *Aggregator) Take() *Window {
 		for from := 0; from < t.ending; from += drainStep {
 			a.yield()
 			to := min(from+drainStep, t.ending)
+			w.room(a, (to-from)*len(t.fams), (to-from)*t.maxBuckets(a.fams))
 			w.drain(a, t, t.touched[from:to]) // t.touched re-read: Add may have grown it
 			clear(t.touched[from:to])
 		}
@@ -116,9 +118,38 @@ func (a *Aggregator) Take() *Window {
 	return w
 }
 
+// maxBuckets is the most bucket words the families of one row of t take
+// in a window, an exponential histogram's counts aside (they are few but
+// may be max_size: reserving that would cost more than appending them).
+func (t *table) maxBuckets(fams []family) int {
+	n := 0
+	for _, fi := range t.fams {
+		f := &fams[fi]
+		n += f.explicitBuckets()
+		if f.expoSize > 0 {
+			n += expoHeader
+		}
+	}
+	return n
+}
+
+// room makes room in w for points more points and buckets more bucket
+// words (a step's most) without the lock, growing as append does: grown
+// by append under the lock, a window of millions of points copied
+// hundreds of MB in one step. The caller is Take, holding a.mu; nothing
+// else uses w meanwhile.
+func (w *Window) room(a *Aggregator, points, buckets int) {
+	if cap(w.points)-len(w.points) >= points && cap(w.buckets)-len(w.buckets) >= buckets {
+		return
+	}
+	a.mu.Unlock()
+	w.points, w.buckets = slices.Grow(w.points, points), slices.Grow(w.buckets, buckets)
+	a.mu.Lock()
+}
+
 // drainStep is the most rows Take drains under the lock at once (a
-// variable so tests can make steps small): 1,024
-// rows of the otel profile's request view are 6,144 points.
+// variable so tests can make steps small): 1,024 rows of the otel
+// profile's request view are 6,144 points.
 var drainStep = 1024
 
 // sweepStep is the most handles or rows one step of Take's sweeps looks
