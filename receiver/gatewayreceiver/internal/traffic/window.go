@@ -304,13 +304,18 @@ func (t *table) evict(r *row) {
 }
 
 // Merge adds a window's points back, when a flush failed with a retryable
-// error: the next Take returns them again, with what was added since.
+// error: the next Take returns them again, with what was added since. It
+// lets Add in every drainStep points, as Take does (a window of millions
+// of points takes seconds to merge).
 func (a *Aggregator) Merge(w *Window) {
 	a.takeMu.Lock() // not in the middle of a Take: w may be the window it fills
 	defer a.takeMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, p := range w.points {
+	for i, p := range w.points {
+		if i > 0 && i%drainStep == 0 {
+			a.yield()
+		}
 		f := &a.fams[p.fam]
 		a.buf.view = append(a.buf.view[:0], p.enc...)
 		t := &a.tables[f.table]
