@@ -50,7 +50,11 @@ func (a *Aggregator) add(e *gateway.Event) {
 	if h == nil {
 		h = a.admit(&k) // k becomes the handle's tuple (an overflow tuple)
 	}
-	h.seen = true
+	h.window = a.held.window
+	if h.epoch != a.held.epoch { // rows were evicted, and are reused, since h last used its rows
+		clear(h.rows)
+		h.epoch = a.held.epoch
+	}
 	// Whether the event carries a trace (an exemplar) is decided once, not
 	// per histogram.
 	var traced *gateway.Event
@@ -69,7 +73,7 @@ func (a *Aggregator) add(e *gateway.Event) {
 			continue
 		}
 		r := h.rows[f.table]
-		if r == nil {
+		if r == nil || r.dead { // not found yet, or evicted in the Take under way
 			r = a.resolve(h, f.table, &k)
 		}
 		t := &a.tables[f.table]

@@ -50,11 +50,15 @@ type Counts struct {
 // Aggregator turns events into the series of one window under one profile.
 //
 // Concurrency: Add, Take, Merge and HeldTuples may be called from any
-// goroutine; each takes the aggregator's lock for its whole work (Add once
-// per batch of events). A Window's pdata is built by Window.Metrics after
-// the lock is released.
+// goroutine. Add takes the aggregator's lock (mu) once per batch of events,
+// Merge and HeldTuples for their whole work. Take holds it only in steps of
+// bounded work and lets Add in between them (see Take), so a flush of
+// millions of series does not stop ingest; takeMu keeps one Take, or
+// Merge, at a time. A Window's pdata is built by Window.Metrics after the
+// lock is released.
 type Aggregator struct {
-	mu sync.Mutex
+	mu     sync.Mutex
+	takeMu sync.Mutex
 	// fams are the profile's families, each with its place in the tables
 	// (New sets it); tables are the views' rows, one table per distinct
 	// view, in the order of their first family.

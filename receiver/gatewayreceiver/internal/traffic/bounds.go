@@ -24,22 +24,31 @@ type Limits struct {
 // one insert), and the gateways admitted under MaxGateways, each with the
 // last window it was used in. A held tuple's handle stays, so the bounds
 // hold across windows, until ExpiryWindows without an event; its rows are
-// let go when they are evicted (found again on next use).
+// let go when they are evicted (found again on next use: epoch).
 type held struct {
 	lim      Limits
 	handles  map[string]*handle
 	n        int
 	gateways map[string]heldGateway
-	// window counts the windows Take ended.
+	// window counts the windows Take ended: it is the current window's
+	// number, which add stamps on the handles it uses.
 	window int64
+	// epoch moves on when Take has evicted rows, which it reuses: a
+	// handle whose epoch is older lets go of its rows on its next use
+	// (and finds them again), so no handle uses a reused row. The lazy
+	// form of clearing every handle's rows at each eviction, which walked
+	// every handle under the lock.
+	epoch uint32
 	// free are dropped handles, emptied, reused before chunk, the last
 	// chunk of handles allocated, of which the first used are taken (an
 	// index, as table.used); rowsChunk holds the row pointers of chunk's
-	// handles.
+	// handles. chunks are every chunk allocated, which Take's sweep walks
+	// by index.
 	free      []*handle
 	chunk     []handle
 	rowsChunk []*row
 	used      int
+	chunks    [][]handle
 }
 
 // heldGateway is a gateway admitted under MaxGateways: its key (the string
@@ -121,19 +130,42 @@ func (a *Aggregator) overflowHandle(k *tuple, gw string) *handle {
 	return b
 }
 
-// expire lets go of tuples and gateways unused for ExpiryWindows windows,
-// so new ones can be held in their place.
-func (h *held) expire() {
-	if h.lim.ExpiryWindows <= 0 {
-		return
-	}
-	cutoff := h.window - h.lim.ExpiryWindows // last used in cutoff or before: idle for ExpiryWindows windows
-	for k, b := range h.handles {
-		if b.held && b.window <= cutoff {
-			h.drop(k, b)
-			h.n--
+// sweepHandles is the part of Take's sweep over handles that lets go of
+// tuples unused for ExpiryWindows windows (so new ones can be held in their
+// place) and of overflow handles unused in window ended (found again on
+// next use), and keeps the gateways of the others; the caller holds a.mu.
+// It walks the handle chunks from chunk ci and returns where it stopped
+// (len(h.chunks) when done), after at most sweepStep handles, so that Take
+// can let Add in between steps. Handles Add makes or reuses meanwhile are
+// stamped with a later window, and kept.
+func (h *held) sweepHandles(ci int, ended int64) int {
+	cutoff := ended - h.lim.ExpiryWindows // last used in cutoff or before: idle for ExpiryWindows windows
+	for n := 0; ci < len(h.chunks) && n < sweepStep; ci++ {
+		chunk := h.chunks[ci]
+		n += len(chunk)
+		for i := range chunk {
+			b := &chunk[i]
+			switch {
+			case b.key == "": // free, or not used yet
+			case b.window >= ended:
+				if b.gw != "" {
+					h.gateways[b.gw] = heldGateway{key: b.gw, window: ended}
+				}
+			case !b.held:
+				h.drop(b.key, b)
+			case h.lim.ExpiryWindows > 0 && b.window <= cutoff:
+				h.drop(b.key, b)
+				h.n--
+			}
 		}
 	}
+	return ci
+}
+
+// expireGateways lets go of the gateways unused for ExpiryWindows windows
+// up to window ended (sweepHandles kept the used ones' windows).
+func (h *held) expireGateways(ended int64) {
+	cutoff := ended - h.lim.ExpiryWindows
 	for k, g := range h.gateways {
 		if g.window <= cutoff {
 			delete(h.gateways, k)
@@ -160,6 +192,7 @@ func (h *held) newHandle(key string, views int) *handle {
 		if h.used == len(h.chunk) {
 			h.chunk = make([]handle, handlesPerChunk)
 			h.rowsChunk = make([]*row, handlesPerChunk*views)
+			h.chunks = append(h.chunks, h.chunk)
 			h.used = 0
 		}
 		i := h.used
@@ -167,14 +200,14 @@ func (h *held) newHandle(key string, views int) *handle {
 		b = &h.chunk[i]
 		b.rows = h.rowsChunk[i*views : (i+1)*views : (i+1)*views]
 	}
-	b.key = key
+	b.key, b.epoch = key, h.epoch
 	h.handles[key] = b
 	return b
 }
 
-// drop lets go of the handle of key and keeps it, emptied, for reuse.
-// Nothing else refers to a handle: add holds one only while it records an
-// event.
+// drop lets go of the handle of key and keeps it, emptied (key "": Take's
+// sweep skips it), for reuse. Nothing else refers to a handle: add holds
+// one only while it records an event.
 func (h *held) drop(key string, b *handle) {
 	delete(h.handles, key)
 	rows := b.rows // kept for reuse

@@ -69,8 +69,9 @@
 //     and updates its series (row.add, layout.go).
 //  5. The receiver's flusher: every flush_interval flusher.flush
 //     (flush.go) calls Take (window.go), which moves every series updated
-//     in the window into a point (Window.take) and lets go of what was not
-//     used (endWindow: rows after a window, tuples after tuple_expiry).
+//     in the window into a point (Window.drain, Window.take) and lets go of
+//     what was not used (endWindow: rows after a window, tuples after
+//     tuple_expiry), in steps between which Add goes on (yield).
 //  6. flusher.emit hands the points downstream in chunks, each rendered by
 //     Window.Metrics (metrics.go): a point's label set is decoded
 //     (point.tuple, decodeTuple in tuple.go), its pdata point made

@@ -31,7 +31,7 @@ import (
 // Sums use total; histograms count, sum and the family's buckets
 // (len(bounds)+1, the last +Inf), which follow the row's series in its
 // words, and hold in the word of total (which they do not use) their
-// exemplar chain: 1 + the index of its first entry in the table's
+// exemplar chain: the exemplarRef of its first entry in the table's
 // exemplarStore, 0 for none.
 type series [seriesWords]uint64
 
@@ -104,39 +104,61 @@ type exemplar struct {
 	value float64
 }
 
-// exemplarStore is a table's exemplars of the current window: one entry
-// per bucket that kept one (series.sampled), chained from its series
-// (series' word 0), in chunks without pointers that Take empties and the
-// next window reuses. It replaced an array of an exemplar per bucket
-// allocated whole on a series' first traced request and kept with the
-// row (issue 28 items 1 and 3): 0.92 of 3.98 GB live at 1M tuples of the
-// kong profile, and, in short windows, a new array and a cache miss on
-// most traced requests. An entry now goes at the store's tail, a cache
-// line the previous traced request most likely wrote, and the store
-// holds at most the buckets that kept an exemplar in one window.
+// exemplarStore is a table's exemplars: one entry per bucket that kept one
+// in a window (series.sampled), chained from its series (series' word 0),
+// in chunks without pointers, reused from window to window. It replaced an
+// array of an exemplar per bucket allocated whole on a series' first
+// traced request and kept with the row (issue 28 items 1 and 3): 0.92 of
+// 3.98 GB live at 1M tuples of the kong profile, and, in short windows, a
+// new array and a cache miss on most traced requests. An entry now goes at
+// the tail of the current buffer, a cache line the previous traced request
+// most likely wrote, and the store holds at most the buckets that kept an
+// exemplar in two windows.
+//
+// Two buffers, because Take lets Add in between its steps: at its start
+// Add switches to the other buffer (flip), so the exemplars of rows Take
+// has drained already (the next window's) never land in the buffer of the
+// window that ended, which Take empties once it has drained every row
+// (resetEnded). A chain may span both buffers (a row not drained yet that
+// Add updated meanwhile: its whole chain is taken with the window), so a
+// chain's links say which buffer they point into (exemplarRef).
 type exemplarStore struct {
+	bufs [2]exemplarBuf
+	// cur is the buffer keep appends to.
+	cur uint64
+}
+
+// exemplarBuf is one buffer of an exemplarStore.
+type exemplarBuf struct {
 	chunks [][]exemplarEntry
-	// n is the entries used in the current window.
+	// n is the entries used.
 	n int
 	// peak is the most entries any of the last windows used: chunks
-	// beyond it are let go (exemplarStore.reset).
+	// beyond it are let go (reset).
 	peak int
 }
 
-// exemplarEntry is bucket's exemplar of a series; next is 1 + the index of
-// the series' next entry, 0 at the end of its chain. 40 bytes.
+// exemplarEntry is bucket's exemplar of a series; next is the exemplarRef
+// of the series' next entry, 0 at the end of its chain. 40 bytes.
 type exemplarEntry struct {
 	exemplar
 	bucket int32
 	next   uint32
 }
 
-// exemplarChunkBits sizes the store's chunks: 1024 entries, 40 KiB.
+// An exemplarRef is how a chain points at an entry: 1 + the entry's index
+// in its buffer, with the buffer in bit exemplarBufBit; 0 for none.
+const exemplarBufBit = 31
+
+// exemplarChunkBits sizes the buffers' chunks: 1024 entries, 40 KiB.
 const exemplarChunkBits = 10
 
-// at is entry i of the store.
-func (st *exemplarStore) at(i uint64) *exemplarEntry {
-	return &st.chunks[i>>exemplarChunkBits][i&(1<<exemplarChunkBits-1)]
+// at is the entry ref (not 0) points at.
+func (st *exemplarStore) at(ref uint64) *exemplarEntry {
+	i := ref - 1
+	b := &st.bufs[i>>exemplarBufBit]
+	i &= 1<<exemplarBufBit - 1
+	return &b.chunks[i>>exemplarChunkBits][i&(1<<exemplarChunkBits-1)]
 }
 
 // keep makes e's request, of value v, the exemplar of bucket i of series
@@ -144,21 +166,23 @@ func (st *exemplarStore) at(i uint64) *exemplarEntry {
 func (st *exemplarStore) keep(s *series, i int, e *gateway.Event, v float64) {
 	var x *exemplarEntry
 	for n := s[0]; n != 0; n = uint64(x.next) {
-		if x = st.at(n - 1); x.bucket == int32(i) {
+		if x = st.at(n); x.bucket == int32(i) {
 			// Field by field: a composite literal is built on the stack
 			// and copied.
 			x.trace, x.span, x.value = e.TraceID, e.SpanID, v
 			return
 		}
 	}
-	if st.n>>exemplarChunkBits == len(st.chunks) {
-		st.chunks = append(st.chunks, make([]exemplarEntry, 1<<exemplarChunkBits))
+	b := &st.bufs[st.cur]
+	if b.n>>exemplarChunkBits == len(b.chunks) {
+		b.chunks = append(b.chunks, make([]exemplarEntry, 1<<exemplarChunkBits))
 	}
-	x = st.at(uint64(st.n))
+	ref := 1 + (st.cur<<exemplarBufBit | uint64(b.n))
+	x = st.at(ref)
 	x.trace, x.span, x.value = e.TraceID, e.SpanID, v
 	x.bucket, x.next = int32(i), uint32(s[0])
-	st.n++
-	s[0] = uint64(st.n) // the chain's new head: this entry
+	b.n++
+	s[0] = ref // the chain's new head: this entry
 }
 
 // appendTo appends series s's exemplars to dst in the order of their
@@ -166,7 +190,7 @@ func (st *exemplarStore) keep(s *series, i int, e *gateway.Event, v float64) {
 func (st *exemplarStore) appendTo(dst []exemplar, s *series) []exemplar {
 	start := len(dst)
 	for n := s[0]; n != 0; {
-		x := st.at(n - 1)
+		x := st.at(n)
 		dst = append(dst, x.exemplar)
 		n = uint64(x.next)
 	}
@@ -180,19 +204,26 @@ func (st *exemplarStore) appendTo(dst []exemplar, s *series) []exemplar {
 	return dst
 }
 
-// reset empties the store for the next window, once every chain was taken
-// (Take): it keeps the chunks that the larger of this window and the
-// previous peak needed, so a steady load allocates none, and lets go of
-// the rest once the load shrank.
-func (st *exemplarStore) reset() {
-	need := max(st.n, st.peak/2)
-	st.peak = need
+// flip makes keep append to the other buffer, empty since the Take before
+// (resetEnded): Take calls it as it starts, before it lets Add in.
+func (st *exemplarStore) flip() { st.cur ^= 1 }
+
+// resetEnded empties the buffer of the window that ended, once Take has
+// taken every chain of it.
+func (st *exemplarStore) resetEnded() { st.bufs[st.cur^1].reset() }
+
+// reset empties b: it keeps the chunks that the larger of this window and
+// the previous peak needed, so a steady load allocates none, and lets go
+// of the rest once the load shrank.
+func (b *exemplarBuf) reset() {
+	need := max(b.n, b.peak/2)
+	b.peak = need
 	keep := (need + 1<<exemplarChunkBits - 1) >> exemplarChunkBits
-	if keep < len(st.chunks) {
-		clear(st.chunks[keep:])
-		st.chunks = st.chunks[:keep]
+	if keep < len(b.chunks) {
+		clear(b.chunks[keep:])
+		b.chunks = b.chunks[:keep]
 	}
-	st.n = 0
+	b.n = 0
 }
 
 // row is one label set of a view (a tuple as the view keeps it) with the
@@ -218,10 +249,15 @@ type row struct {
 	extra *[]extra
 	next  *row // the table's next row whose label set has the same hash
 	enc   string
-	seen  bool // a handle that holds it was used in this window (keep it)
+	// seen: Take drained it (it was updated in the window that ended):
+	// keep it; Take's sweep clears it, and evicts the rows without it.
+	seen bool
 	// touched: one of its series was updated in this window (the row is
 	// in its table's touched list).
 	touched bool
+	// dead: Take's sweep evicted it (it is in no hash chain, and will be
+	// reused): a handle that still points at it finds its row again.
+	dead bool
 }
 
 // at is the row's series in slot j.
@@ -290,6 +326,12 @@ type table struct {
 	wordChunk []uint64
 	extras    []extra
 	used      int
+	// chunks are every chunk of rows allocated: Take's sweep walks them
+	// by index (a map cannot be walked in steps with the lock released
+	// between them while Add changes it). dead are the rows the sweep
+	// evicted, released when it ends.
+	chunks [][]row
+	dead   []*row
 	// expo: a family of the view is an exponential histogram (its rows are
 	// made with their extra).
 	expo bool
@@ -298,6 +340,10 @@ type table struct {
 	// series of each. One entry per row, not one per series: a new tuple
 	// appends once for the six request families of the otel profile.
 	touched []*row
+	// ending is, while Take drains it, how many of touched are the rows
+	// of the window it ends; rows listed after them are the next window's
+	// (Take moves them to the front when done).
+	ending int
 	// hint sizes rows and touched when the first row is made: the most
 	// tuples the bounds allow (handlesHint).
 	hint int
@@ -318,6 +364,7 @@ func (t *table) newRow(fams []family) *row {
 	}
 	if t.used == len(t.chunk) {
 		t.chunk = make([]row, rowsPerChunk)
+		t.chunks = append(t.chunks, t.chunk)
 		t.wordChunk = make([]uint64, rowsPerChunk*t.words)
 		if t.expo {
 			t.extras = make([]extra, rowsPerChunk*len(t.fams))
@@ -341,11 +388,12 @@ func (t *table) newRow(fams []family) *row {
 	return r
 }
 
-// release empties an evicted row for reuse. Nothing else refers to it:
-// Take clears every handle's rows when it evicts (and drops overflow
-// handles), and the touched lists are empty.
+// release empties an evicted row for reuse. Only handles may still
+// point at it (a row is evicted when it is in no touched list), and they
+// let go of their rows before their next use: Take moved the handles'
+// epoch on (see held.epoch).
 func (t *table) release(r *row) {
-	r.enc, r.next, r.seen, r.touched = "", nil, false, false
+	r.enc, r.next, r.seen, r.touched, r.dead = "", nil, false, false, false
 	clear(r.words)
 	var xs []extra
 	if r.extra != nil {
@@ -442,12 +490,13 @@ type handle struct {
 	// gw is the held key of the handle's gateway ("" for an overflow tuple
 	// or a profile without resources), refreshed with the handle.
 	gw string
-	// window is the last window a held handle was used in.
+	// window is the last window the handle was used in (add stamps it):
+	// Take's sweep expires held handles by it, drops idle overflow
+	// handles, and keeps the gateways of used ones.
 	window int64
-	// seen: used in this window. Kept on the handle, not on each of its
-	// series, so an event writes one line instead of one per family; Take
-	// propagates it to its rows.
-	seen bool
+	// epoch is held.epoch when the handle's rows were last valid: add
+	// lets go of them when it moved on (rows were evicted since).
+	epoch uint32
 	// held: the tuple counts against max_series (overflow tuples do not).
 	held bool
 }
