@@ -3,6 +3,7 @@ package traffic
 import (
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -317,4 +318,43 @@ func distinctEvents(n int) []gateway.Event {
 		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
 	}
 	return evs
+}
+
+// BenchmarkAdd is BenchmarkAggregate's events through Add, in batches of
+// kongBodyEvents (one export's worth, as the receiver calls it), from as
+// many goroutines as GOMAXPROCS: one op is one batch, ns/event the wall
+// time per event of all goroutines together. Run with -cpu 1,2: the ratio
+// of the two ns/event is how aggregation alone scales with a second core
+// (issue 28 item 6), what the aggregator's lock leaves of it.
+// Compare runs with: go test -run '^$' -bench 'Add$' -cpu 1,2 -count 6 ./receiver/gatewayreceiver/internal/traffic
+func BenchmarkAdd(b *testing.B) {
+	evs := aggregateEvents()
+	traced := tracedEvents(evs)
+	for _, c := range []struct {
+		name string
+		prof *profile
+		evs  []gateway.Event
+	}{
+		{ProfileOTel, &otelProfile, evs}, {ProfileKong, &kongProfile, evs},
+		{ProfileOTel + "-traced", &otelProfile, traced},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := testAggregator(c.prof, Limits{MaxLabelBytes: defaultMaxLabelBytes})
+			a.Add(c.evs) // first sightings: the only allocating pass
+			batches := len(c.evs) / kongBodyEvents
+			var next atomic.Int64 // each goroutine starts at another batch
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7)) % batches
+				for pb.Next() {
+					a.Add(c.evs[i*kongBodyEvents : (i+1)*kongBodyEvents])
+					if i++; i == batches {
+						i = 0
+					}
+				}
+			})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
+		})
+	}
 }
