@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
 )
@@ -50,9 +51,13 @@ type Counts struct {
 // Aggregator turns events into the series of one window under one profile.
 //
 // Concurrency: Add, Take, Merge and HeldTuples may be called from any
-// goroutine; each takes the aggregator's lock for its whole work (Add once
-// per batch of events). A Window's pdata is built by Window.Metrics after
-// the lock is released.
+// goroutine. Take, Merge and HeldTuples take the aggregator's lock for their
+// whole work; Add works out each event's tuple and its encoding, label cuts
+// and exemplar draw before it takes the lock (prepare, into a batch of its
+// own), and holds the lock, once per batch of events, only to find the
+// handles and update the rows (record): concurrent Adds overlap in the
+// first part and queue for the second. A Window's pdata is built by
+// Window.Metrics after the lock is released.
 type Aggregator struct {
 	mu sync.Mutex
 	// fams are the profile's families, each with its place in the tables
@@ -63,16 +68,17 @@ type Aggregator struct {
 	prof   *profile
 	dims   Dimensions
 	// keepExemplars: histograms keep a traced request per bucket, drawn
-	// with rng (add's draw).
+	// with each batch's random numbers (batch.draw).
 	keepExemplars bool
-	rng           uint64
 	// labels are what every point carries beside its family's labels.
 	labels pointLabels
 	held   held
 	counts Counts
-	// buf is working memory of add, reused: the event's tuple encoding,
+	// buf is working memory of record, reused: a handle's tuple encoding,
 	// its gateway's key, a projected tuple's encoding.
 	buf struct{ key, gw, view []byte }
+	// one is add's batch (one event under the lock).
+	one batch
 	// win is what Take returns, reused by the next Take.
 	win Window
 }
@@ -102,6 +108,7 @@ func newAggregator(prof *profile, s Settings) *Aggregator {
 			gateways: make(map[string]heldGateway)},
 	}
 	a.win.a = a
+	a.one.rng = rand.Uint64()
 	a.fams = slices.Clone(prof.families)
 	for i := range a.fams {
 		f := &a.fams[i]

@@ -17,7 +17,8 @@ import (
 // BenchmarkAggregate is aggregation alone on the cached path, one op per
 // event: Kong-shaped events (as bench/receiver's workload: 10k routes, 90 %
 // 200s, a balancer target each) whose tuples were all seen before the timer
-// starts, added under one lock as Add does. allocs/op is allocations per
+// starts, each prepared and recorded (add: Add's work per event, without
+// its batch) under one lock held for the run. allocs/op is allocations per
 // event (issue 5: 0; with exponential histograms too, issue 14); cpu-ns/event
 // the thread's CPU time per event, which waiting for a core on a shared
 // machine does not inflate. bench/receiver's TestReport runs it too;
