@@ -14,7 +14,7 @@ import (
 //
 // What depends on an event alone is worked out before the lock (prepare):
 // its tuple and the tuple's encoding, cut to MaxLabelBytes, whether the
-// profile counts it, its exemplar draw. Under the lock (record) only what
+// profile counts it, its families' values, its exemplar draw. Under the lock (record) only what
 // the aggregator holds is touched: the handle lookup, a new tuple's
 // admission, the rows' updates. That is what serializes concurrent Adds
 // (issue 28 item 6): before, the lock also covered the tuple's building and
@@ -43,8 +43,10 @@ func (a *Aggregator) Add(events []gateway.Event) Counts {
 // drawing an exemplar needs no shared state.
 type batch struct {
 	// keys holds the counted events' tuple encodings, one after another;
-	// evs the counted events, in order.
+	// obs their families' values, one after another; evs the counted
+	// events, in order.
 	keys []byte
+	obs  []observation
 	evs  []prepared
 	// What prepare did beyond preparing: events not counted, superseded,
 	// and label values cut.
@@ -53,13 +55,21 @@ type batch struct {
 }
 
 // prepared is one counted event of a batch: its index in the events, the
-// end of its tuple's encoding in batch.keys (it starts where the previous
-// one ends), and, when it carries a trace and exemplars are kept, its
-// uniform random draw (series.sampled).
+// end of its tuple's encoding in batch.keys and of its values in batch.obs
+// (each starts where the previous event's ends), and, when it carries a
+// trace and exemplars are kept, its uniform random draw (series.sampled).
 type prepared struct {
-	ev, end int32
-	traced  bool
-	u       uint64
+	ev, end, obsEnd int32
+	traced          bool
+	u               uint64
+}
+
+// observation is the value of an event for one family (fams[fam]) that has
+// one (valueOf) and does not leave the event to Kong's pushed metrics
+// (claims.go): record updates only these, without walking every family.
+type observation struct {
+	v   float64
+	fam int32
 }
 
 // batches are Add's batches, reused: a batch's keys are as many bytes as
@@ -71,7 +81,7 @@ var batches = sync.Pool{New: func() any { return &batch{rng: rand.Uint64()} }}
 const maxKeptKeyBytes = 1 << 20
 
 func (b *batch) reset() {
-	b.keys, b.evs = b.keys[:0], b.evs[:0]
+	b.keys, b.obs, b.evs = b.keys[:0], b.obs[:0], b.evs[:0]
 	b.notCounted, b.superseded, b.truncated = 0, 0, 0
 }
 
@@ -90,7 +100,7 @@ func (a *Aggregator) add(e *gateway.Event) {
 // on e alone, into b: whether the profile counts it, its tuple's encoding
 // (hashing and comparing one short contiguous key costs a fraction of Go's
 // field-by-field hash and equality of the 19-string tuple), its label
-// values cut to MaxLabelBytes, its exemplar draw. It reads only what New
+// values cut to MaxLabelBytes, its families' values, its exemplar draw. It reads only what New
 // set and nothing changes after: the profile, dimensions, limits and
 // families.
 func (a *Aggregator) prepare(e *gateway.Event, i int, b *batch) {
@@ -113,7 +123,16 @@ func (a *Aggregator) prepare(e *gateway.Event, i int, b *batch) {
 			b.keys = encodeTuple(b.keys[:start], &k)
 		}
 	}
-	p := prepared{ev: int32(i), end: int32(len(b.keys))}
+	for fi := range a.fams {
+		f := &a.fams[fi]
+		if f.claim&e.Superseded != 0 {
+			continue
+		}
+		if v, ok := valueOf(f.measure, e); ok {
+			b.obs = append(b.obs, observation{v: v, fam: int32(fi)})
+		}
+	}
+	p := prepared{ev: int32(i), end: int32(len(b.keys)), obsEnd: int32(len(b.obs))}
 	// Whether the event carries a trace (an exemplar) is decided once, not
 	// per histogram.
 	if a.keepExemplars && e.TraceID != ([16]byte{}) {
@@ -125,27 +144,27 @@ func (a *Aggregator) prepare(e *gateway.Event, i int, b *batch) {
 // record counts b's prepared events of events; the caller holds a.mu.
 //
 // Hot path: find the tuple's handle by its encoding in one Go map lookup,
-// update every family's series through the handle's rows. No allocation
+// update the series of the families the event has a value for through the
+// handle's rows. No allocation
 // once the tuple has been seen: the key is copied only when a tuple is
 // first inserted.
 func (a *Aggregator) record(events []gateway.Event, b *batch) {
 	a.counts.NotCounted += b.notCounted
 	a.counts.Superseded += b.superseded
 	a.counts.Truncated += b.truncated
-	start := int32(0)
+	var start, obsStart int32
 	for _, p := range b.evs {
-		key := b.keys[start:p.end]
-		start = p.end
+		key, obs := b.keys[start:p.end], b.obs[obsStart:p.obsEnd]
+		start, obsStart = p.end, p.obsEnd
 		e := &events[p.ev]
-		// k is the handle's tuple, worked out only when a row of the
-		// handle has to be found (resolve): for a new tuple, or for a
-		// handle whose rows a flush let go.
-		var k tuple
-		decoded := false
+		// k is the handle's tuple (a.tuple), worked out only when a row
+		// of the handle has to be found (resolve): for a new tuple, or for
+		// a handle whose rows a flush let go.
+		var k *tuple
 		h := a.held.handles[string(key)] // no allocation: the compiler borrows key
 		if h == nil {
-			h, k = a.admitEvent(e, key)
-			decoded = true
+			h = a.admitEvent(e, key)
+			k = &a.tuple
 		}
 		h.seen = true
 		var traced *gateway.Event
@@ -153,25 +172,18 @@ func (a *Aggregator) record(events []gateway.Event, b *batch) {
 			traced = e
 		}
 		w := max(e.Weight, 1)
-		for i := range a.fams {
-			f := &a.fams[i]
-			if f.claim&e.Superseded != 0 {
-				continue
-			}
-			v, ok := valueOf(f.measure, e)
-			if !ok {
-				continue
-			}
+		for _, o := range obs {
+			f := &a.fams[o.fam]
 			r := h.rows[f.table]
 			if r == nil {
-				if !decoded {
-					decodeTuple(h.key, &k) // encodeTuple wrote it
+				if k == nil {
+					k = &a.tuple
+					decodeTuple(h.key, k) // encodeTuple wrote it
 					a.buf.key = append(a.buf.key[:0], h.key...)
-					decoded = true
 				}
-				r = a.resolve(h, f.table, &k)
+				r = a.resolve(h, f.table, k)
 			}
-			if r.add(f, v, w, traced, p.u).touch() {
+			if r.add(f, o.v, w, traced, p.u).touch() {
 				a.tables[f.table].touch(r)
 			}
 		}
@@ -179,18 +191,17 @@ func (a *Aggregator) record(events []gateway.Event, b *batch) {
 }
 
 // admitEvent finds the handle of event e, whose tuple's encoding key no
-// handle has (admit), and returns it with its tuple: e's, worked out again
-// (prepare kept only its encoding; this is a new tuple's path), or the
-// overflow tuple it is folded into. It leaves a.buf.key holding the
-// tuple's encoding, as resolve needs.
-func (a *Aggregator) admitEvent(e *gateway.Event, key []byte) (*handle, tuple) {
-	k, _ := a.prof.key(e, &a.dims) // prepare counted it
+// handle has (admit), and leaves its tuple in a.tuple: e's, worked out
+// again (prepare kept only its encoding; this is a new tuple's path), or
+// the overflow tuple it is folded into; and a.buf.key holding the tuple's
+// encoding, as resolve needs.
+func (a *Aggregator) admitEvent(e *gateway.Event, key []byte) *handle {
+	a.tuple, _ = a.prof.key(e, &a.dims) // prepare counted it
 	if max := a.held.lim.MaxLabelBytes; max > 0 {
-		capStrings(&k, max) // as prepare did (it counted the cuts)
+		capStrings(&a.tuple, max) // as prepare did (it counted the cuts)
 	}
 	a.buf.key = append(a.buf.key[:0], key...)
-	h := a.admit(&k)
-	return h, k
+	return a.admit(&a.tuple)
 }
 
 // resolve points handle h, of tuple k (a.buf.key holds its encoding), at

@@ -77,8 +77,11 @@ type Aggregator struct {
 	// buf is working memory of record, reused: a handle's tuple encoding,
 	// its gateway's key, a projected tuple's encoding.
 	buf struct{ key, gw, view []byte }
-	// one is add's batch (one event under the lock).
-	one batch
+	// tuple is the tuple of the handle record finds rows for, when it has
+	// to (a new tuple, rows a flush let go); one is add's batch (one event
+	// under the lock).
+	tuple tuple
+	one   batch
 	// win is what Take returns, reused by the next Take.
 	win Window
 }
