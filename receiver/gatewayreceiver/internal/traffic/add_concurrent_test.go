@@ -80,62 +80,67 @@ func summary(w *Window) map[string]string {
 // Add from several goroutines at once counts exactly what one goroutine
 // adding the same batches counts: every series' totals, sums, counts and
 // buckets, the exemplars kept, and what Add returns (not counted,
-// superseded, truncated), under every profile. Run with -race.
+// superseded, truncated), under every profile, over three windows: all the
+// routes, then a few (the others' rows are let go, and every held tuple
+// lets go of its rows), then all again (found again from the held tuples'
+// encodings). Run with -race.
 func TestAddIsExactConcurrently(t *testing.T) {
 	const goroutines, batches, batch = 4, 25, 64
 	allFams := gateway.KongFamilySet(1<<32 - 1)
 	for _, prof := range []*profile{&otelProfile, &kongProfile, &apisixProfile} {
 		t.Run(prof.name, func(t *testing.T) {
 			in := concurrentEvents(goroutines, batches, batch, allFams)
+			windows := [][][]gateway.Event{in, {in[0][:8]}, in}
 			lim := Limits{MaxLabelBytes: maxLabel}
-			serial := testAggregator(prof, lim)
-			var want Counts
-			for _, evs := range in {
-				c := serial.Add(evs)
-				want.NotCounted += c.NotCounted
-				want.Superseded += c.Superseded
-				want.Truncated += c.Truncated
-			}
-			if want.Truncated == 0 || prof == &kongProfile && (want.NotCounted == 0 || want.Superseded == 0) {
-				t.Fatalf("serial counts %+v: the events do not exercise truncation, not counted and superseded", want)
-			}
-			wantPoints := summary(serial.Take())
+			serial, a := testAggregator(prof, lim), testAggregator(prof, lim)
+			for wi, win := range windows {
+				var want Counts
+				for _, evs := range win {
+					c := serial.Add(evs)
+					want.NotCounted += c.NotCounted
+					want.Superseded += c.Superseded
+					want.Truncated += c.Truncated
+				}
+				if wi == 0 && (want.Truncated == 0 || prof == &kongProfile && (want.NotCounted == 0 || want.Superseded == 0)) {
+					t.Fatalf("serial counts %+v: the events do not exercise truncation, not counted and superseded", want)
+				}
+				wantPoints := summary(serial.Take())
 
-			a := testAggregator(prof, lim)
-			got := make([]Counts, goroutines)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				wg.Go(func() {
-					<-start
-					for b := g; b < len(in); b += goroutines {
-						c := a.Add(in[b])
-						got[g].NotCounted += c.NotCounted
-						got[g].Superseded += c.Superseded
-						got[g].Truncated += c.Truncated
-						got[g].Overflowed += c.Overflowed
+				got := make([]Counts, goroutines)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for g := range goroutines {
+					wg.Go(func() {
+						<-start
+						for b := g; b < len(win); b += goroutines {
+							c := a.Add(win[b])
+							got[g].NotCounted += c.NotCounted
+							got[g].Superseded += c.Superseded
+							got[g].Truncated += c.Truncated
+							got[g].Overflowed += c.Overflowed
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				var sum Counts
+				for _, c := range got {
+					sum.NotCounted += c.NotCounted
+					sum.Superseded += c.Superseded
+					sum.Truncated += c.Truncated
+					sum.Overflowed += c.Overflowed
+				}
+				if sum != want {
+					t.Errorf("window %d: concurrent Adds returned %+v in all, one goroutine %+v", wi, sum, want)
+				}
+				gotPoints := summary(a.Take())
+				if len(gotPoints) != len(wantPoints) {
+					t.Errorf("window %d: %d points, one goroutine %d", wi, len(gotPoints), len(wantPoints))
+				}
+				for k, w := range wantPoints {
+					if g := gotPoints[k]; g != w {
+						t.Errorf("window %d: series %q: %s, one goroutine %s", wi, k, g, w)
 					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			var sum Counts
-			for _, c := range got {
-				sum.NotCounted += c.NotCounted
-				sum.Superseded += c.Superseded
-				sum.Truncated += c.Truncated
-				sum.Overflowed += c.Overflowed
-			}
-			if sum != want {
-				t.Errorf("concurrent Add returned %+v in all, one goroutine %+v", sum, want)
-			}
-			gotPoints := summary(a.Take())
-			if len(gotPoints) != len(wantPoints) {
-				t.Errorf("%d points, one goroutine %d", len(gotPoints), len(wantPoints))
-			}
-			for k, w := range wantPoints {
-				if g := gotPoints[k]; g != w {
-					t.Errorf("series %q: %s, one goroutine %s", k, g, w)
 				}
 			}
 		})
