@@ -324,9 +324,13 @@ func distinctEvents(n int) []gateway.Event {
 // BenchmarkAdd is BenchmarkAggregate's events through Add, in batches of
 // kongBodyEvents (one export's worth, as the receiver calls it), from as
 // many goroutines as GOMAXPROCS: one op is one batch, ns/event the wall
-// time per event of all goroutines together. Run with -cpu 1,2: the ratio
-// of the two ns/event is how aggregation alone scales with a second core
-// (issue 28 item 6), what the aggregator's lock leaves of it.
+// time per event of all goroutines together, cpu-ns/event the process's
+// CPU time per event (every goroutine's, the garbage collector's, and what
+// waiting for the lock spins), cores the CPU time over the wall time. Run
+// with -cpu 1,2: the ratio of the two ns/event is how aggregation alone
+// scales with a second core (issue 28 item 6), what the aggregator's lock
+// leaves of it; on a machine shared with other work, cores says how much
+// of a second core the run got.
 // Compare runs with: go test -run '^$' -bench 'Add$' -cpu 1,2 -count 6 ./receiver/gatewayreceiver/internal/traffic
 func BenchmarkAdd(b *testing.B) {
 	evs := aggregateEvents()
@@ -346,6 +350,7 @@ func BenchmarkAdd(b *testing.B) {
 			var next atomic.Int64 // each goroutine starts at another batch
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := testutil.ProcessCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(next.Add(7)) % batches
 				for pb.Next() {
@@ -355,7 +360,10 @@ func BenchmarkAdd(b *testing.B) {
 					}
 				}
 			})
+			cpu := testutil.ProcessCPU() - cpu0
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
+			b.ReportMetric(float64(cpu)/float64(b.N*kongBodyEvents), "cpu-ns/event")
+			b.ReportMetric(float64(cpu)/float64(b.Elapsed().Nanoseconds()), "cores")
 		})
 	}
 }
