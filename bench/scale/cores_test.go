@@ -126,8 +126,8 @@ func contention(ctx context.Context, t *testing.T, w *Workload) error {
 		return err
 	}
 	// A CPU profile over the slot: the share of ingest spent under the
-	// aggregator's lock (traffic.(*Aggregator).Add's own work) bounds how
-	// far a second core can help.
+	// aggregator's lock (traffic.(*Aggregator).record, Add's part under
+	// it, and Take's) bounds how far a second core can help.
 	if err := os.MkdirAll(*coresProf, 0o755); err != nil {
 		return err
 	}
@@ -150,7 +150,8 @@ func contention(ctx context.Context, t *testing.T, w *Workload) error {
 	for line := range strings.Lines(string(out)) {
 		// The total, the ingest path and the lock's holders.
 		if strings.Contains(line, " total") || strings.Contains(line, "handleTraces ") || strings.Contains(line, "(*Aggregator).Add") ||
-			strings.Contains(line, "(*Aggregator).add") || strings.Contains(line, "CountProto") || strings.Contains(line, "gcBgMarkWorker") {
+			strings.Contains(line, "(*Aggregator).add") || strings.Contains(line, "(*Aggregator).record") || strings.Contains(line, "(*Aggregator).prepare") ||
+			strings.Contains(line, "(*Aggregator).Take") || strings.Contains(line, "CountProto") || strings.Contains(line, "gcBgMarkWorker") {
 			fmt.Print(line)
 		}
 	}

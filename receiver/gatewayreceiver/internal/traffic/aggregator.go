@@ -1,8 +1,10 @@
 package traffic
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Settings is what New needs.
@@ -50,10 +52,14 @@ type Counts struct {
 // Aggregator turns events into the series of one window under one profile.
 //
 // Concurrency: Add, Take, Merge and HeldTuples may be called from any
-// goroutine. Add takes the aggregator's lock (mu) once per batch of events,
-// Merge and HeldTuples for their whole work. Take holds it only in steps of
-// bounded work and lets Add in between them (see Take), so a flush of
-// millions of series does not stop ingest; takeMu keeps one Take, or
+// goroutine. Add works out each event's tuple and its encoding, label cuts,
+// values and exemplar draw before it takes the aggregator's lock (mu)
+// (prepare, into a batch of its own), and holds the lock, once per batch of
+// events, only to find the handles and update the rows (record): concurrent
+// Adds overlap in the first part and queue for the second. Merge and
+// HeldTuples hold the lock for their whole work. Take holds it only in
+// steps of bounded work and lets Add in between them (see Take), so a flush
+// of millions of series does not stop ingest; takeMu keeps one Take, or
 // Merge, at a time. A Window's pdata is built by Window.Metrics after the
 // lock is released.
 type Aggregator struct {
@@ -67,16 +73,23 @@ type Aggregator struct {
 	prof   *profile
 	dims   Dimensions
 	// keepExemplars: histograms keep a traced request per bucket, drawn
-	// with rng (add's draw).
+	// with each batch's random numbers (batch.draw).
 	keepExemplars bool
-	rng           uint64
 	// labels are what every point carries beside its family's labels.
 	labels pointLabels
 	held   held
 	counts Counts
-	// buf is working memory of add, reused: the event's tuple encoding,
+	// buf is working memory of record, reused: a handle's tuple encoding,
 	// its gateway's key, a projected tuple's encoding.
 	buf struct{ key, gw, view []byte }
+	// tuple is the tuple of the handle record finds rows for, when it has
+	// to (a new tuple, rows a flush let go); one is add's batch (one event
+	// under the lock).
+	tuple tuple
+	one   batch
+	// spare is the batch of an Add that runs alone (batches says why);
+	// concurrent Adds take theirs from batches.
+	spare atomic.Pointer[batch]
 	// win is what Take returns, reused by the next Take.
 	win Window
 }
@@ -106,6 +119,7 @@ func newAggregator(prof *profile, s Settings) *Aggregator {
 			gateways: make(map[string]heldGateway)},
 	}
 	a.win.a = a
+	a.one.rng = rand.Uint64()
 	a.fams = slices.Clone(prof.families)
 	for i := range a.fams {
 		f := &a.fams[i]

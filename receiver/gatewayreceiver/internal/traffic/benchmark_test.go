@@ -3,6 +3,7 @@ package traffic
 import (
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -16,7 +17,8 @@ import (
 // BenchmarkAggregate is aggregation alone on the cached path, one op per
 // event: Kong-shaped events (as bench/receiver's workload: 10k routes, 90 %
 // 200s, a balancer target each) whose tuples were all seen before the timer
-// starts, added under one lock as Add does. allocs/op is allocations per
+// starts, each prepared and recorded (add: Add's work per event, without
+// its batch) under one lock held for the run. allocs/op is allocations per
 // event (issue 5: 0; with exponential histograms too, issue 14); cpu-ns/event
 // the thread's CPU time per event, which waiting for a core on a shared
 // machine does not inflate. bench/receiver's TestReport runs it too;
@@ -317,4 +319,51 @@ func distinctEvents(n int) []gateway.Event {
 		e.Upstream, e.Target, e.TargetPort = "svc-"+strconv.Itoa(i%100)+".internal", "10.0.0."+strconv.Itoa(1+i%4), 8080
 	}
 	return evs
+}
+
+// BenchmarkAdd is BenchmarkAggregate's events through Add, in batches of
+// kongBodyEvents (one export's worth, as the receiver calls it), from as
+// many goroutines as GOMAXPROCS: one op is one batch, ns/event the wall
+// time per event of all goroutines together, cpu-ns/event the process's
+// CPU time per event (every goroutine's, the garbage collector's, and what
+// waiting for the lock spins), cores the CPU time over the wall time. Run
+// with -cpu 1,2: the ratio of the two ns/event is how aggregation alone
+// scales with a second core (issue 28 item 6), what the aggregator's lock
+// leaves of it; on a machine shared with other work, cores says how much
+// of a second core the run got.
+// Compare runs with: go test -run '^$' -bench 'Add$' -cpu 1,2 -count 6 ./receiver/gatewayreceiver/internal/traffic
+func BenchmarkAdd(b *testing.B) {
+	evs := aggregateEvents()
+	traced := tracedEvents(evs)
+	for _, c := range []struct {
+		name string
+		prof *profile
+		evs  []gateway.Event
+	}{
+		{ProfileOTel, &otelProfile, evs}, {ProfileKong, &kongProfile, evs},
+		{ProfileOTel + "-traced", &otelProfile, traced},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := testAggregator(c.prof, Limits{MaxLabelBytes: defaultMaxLabelBytes})
+			a.Add(c.evs) // first sightings: the only allocating pass
+			batches := len(c.evs) / kongBodyEvents
+			var next atomic.Int64 // each goroutine starts at another batch
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := testutil.ProcessCPU()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7)) % batches
+				for pb.Next() {
+					a.Add(c.evs[i*kongBodyEvents : (i+1)*kongBodyEvents])
+					if i++; i == batches {
+						i = 0
+					}
+				}
+			})
+			cpu := testutil.ProcessCPU() - cpu0
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kongBodyEvents), "ns/event")
+			b.ReportMetric(float64(cpu)/float64(b.N*kongBodyEvents), "cpu-ns/event")
+			b.ReportMetric(float64(cpu)/float64(b.Elapsed().Nanoseconds()), "cores")
+		})
+	}
 }

@@ -59,14 +59,18 @@
 //  3. The receiver's core: ingest.record and ingest.events (ingest.go)
 //     weigh the events by their sampling (gateway.Event.Weighted) and call
 //     Add.
-//  4. Here: Add takes the lock and add (add.go) counts each event. It asks
-//     the profile for the tuple (kongKey, profile_kong.go), encodes it
-//     (encodeTuple, tuple.go), finds its handle in one map lookup or, for a
-//     new tuple, admits it within the bounds (admit, bounds.go). Then, for
-//     each family with a value for the event (valueOf, measure.go), it
-//     finds the family's row through the handle (resolve: mask.whole or
-//     mask.encodeFrom, view.go; table.rowAt, layout.go, the first time)
-//     and updates its series (row.add, layout.go).
+//  4. Here: Add (add.go) first prepares each event without the lock
+//     (prepare): it asks the profile for the tuple (kongKey,
+//     profile_kong.go), encodes it (encodeTuple, tuple.go) into the Add's
+//     batch, cuts long label values and draws the exemplar's random number.
+//     Then it takes the lock once and records the batch (record): each
+//     event's handle is found by its encoding in one map lookup or, for a
+//     new tuple, admitted within the bounds (admitEvent, admit in
+//     bounds.go). Then, for each family with a value for the event
+//     (valueOf, measure.go), it finds the family's row through the handle
+//     (resolve: mask.whole or mask.encodeFrom, view.go; table.rowAt,
+//     layout.go, the first time) and updates its series (row.add,
+//     layout.go).
 //  5. The receiver's flusher: every flush_interval flusher.flush
 //     (flush.go) calls Take (window.go), which moves every series updated
 //     in the window into a point (Window.drain, Window.take) and lets go of
