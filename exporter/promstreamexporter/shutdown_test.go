@@ -40,16 +40,32 @@ func startedExporter(t *testing.T, grace time.Duration) (*promStreamExporter, st
 
 func fetch(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	return fetchWith(t, http.DefaultClient, url)
+}
+
+// stillWaiting fails the test if Shutdown (done) returned, waiting a
+// little for it to.
+func stillWaiting(t *testing.T, done <-chan time.Duration, why string) {
+	t.Helper()
+	select {
+	case took := <-done:
+		t.Fatalf("Shutdown returned after %v %s", took, why)
+	case <-time.After(300 * time.Millisecond):
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+}
+
+// returnsSoon fails the test unless Shutdown (done) returns within 5s, and
+// logs how long it took.
+func returnsSoon(t *testing.T, done <-chan time.Duration, after string) time.Duration {
+	t.Helper()
+	select {
+	case took := <-done:
+		t.Logf("Shutdown returned %v after it began, %s", took, after)
+		return took
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Shutdown still waits %s", after)
+		return 0
 	}
-	return string(body)
 }
 
 // timedShutdown runs Shutdown in the background and returns a channel that
@@ -93,27 +109,14 @@ func TestShutdownGraceEndsWithAScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := timedShutdown(t, e, context.Background())
-	select {
-	case took := <-done:
-		t.Fatalf("Shutdown returned after %v before any scrape read the last batch", took)
-	case <-time.After(200 * time.Millisecond):
-	}
+	stillWaiting(t, done, "before any scrape read the last batch")
 	fetch(t, url+"?shard=0&shards=2")
 	fetch(t, url+"?name[]=rpc_duration_seconds")
-	select {
-	case took := <-done:
-		t.Fatalf("Shutdown returned after %v on a partial scrape", took)
-	case <-time.After(200 * time.Millisecond):
-	}
+	stillWaiting(t, done, "on a partial scrape")
 	if body := fetch(t, url); !strings.Contains(body, "kong_http_requests_total{") {
 		t.Fatalf("the scrape during the grace period lacks the last batch:\n%s", body)
 	}
-	select {
-	case took := <-done:
-		t.Logf("Shutdown returned %v after it began, once a scrape read the last batch", took)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown still waits after a complete scrape read the last batch")
-	}
+	returnsSoon(t, done, "once a complete scrape read the last batch")
 }
 
 // TestShutdownGraceWithoutScraper: nobody scrapes; Shutdown returns once
@@ -267,20 +270,11 @@ func TestShutdownGraceWaitsForEachRegularScraper(t *testing.T) {
 	if body := fetchWith(t, a, url); !strings.Contains(body, "kong_http_requests_total{") {
 		t.Fatalf("the first server's scrape lacks the last batch:\n%s", body)
 	}
-	select {
-	case took := <-done:
-		t.Fatalf("Shutdown returned after %v, when only one of the two regular scrapers had read the last batch", took)
-	case <-time.After(300 * time.Millisecond):
-	}
+	stillWaiting(t, done, "when only one of the two regular scrapers had read the last batch")
 	if body := fetchWith(t, b, url); !strings.Contains(body, "kong_http_requests_total{") {
 		t.Fatalf("the second server's scrape lacks the last batch:\n%s", body)
 	}
-	select {
-	case took := <-done:
-		t.Logf("Shutdown returned %v after it began, once both servers read the last batch", took)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown still waits after both regular scrapers read the last batch")
-	}
+	returnsSoon(t, done, "once both servers read the last batch")
 }
 
 // TestShutdownGraceIrregularScrapers: scrapers that are not regular are
@@ -307,13 +301,8 @@ func TestShutdownGraceIrregularScrapers(t *testing.T) {
 	}
 	done := timedShutdown(t, e, context.Background())
 	fetchWith(t, fresh, url)
-	select {
-	case took := <-done:
-		if took > time.Second {
-			t.Fatalf("Shutdown took %v: it waited for a scraper that is not regular", took)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown still waits after a whole scrape read the last batch")
+	if took := returnsSoon(t, done, "once a whole scrape read the last batch"); took > time.Second {
+		t.Fatalf("Shutdown took %v: it waited for a scraper that is not regular", took)
 	}
 }
 

@@ -11,11 +11,7 @@ import (
 // wall time counts the time the benchmark waited for a core, CPU time not.
 func ThreadCPU() int64 {
 	const clockThreadCPUTimeID = 3
-	var ts syscall.Timespec
-	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
-		return 0
-	}
-	return ts.Nano()
+	return clockNanos(clockThreadCPUTimeID)
 }
 
 // ProcessCPU is the CPU time the whole process has used (Linux's
@@ -23,8 +19,13 @@ func ThreadCPU() int64 {
 // on several goroutines (b.RunParallel), whose work no one thread measures.
 func ProcessCPU() int64 {
 	const clockProcessCPUTimeID = 2
+	return clockNanos(clockProcessCPUTimeID)
+}
+
+// clockNanos reads clock id with clock_gettime, in ns (0 if it fails).
+func clockNanos(id uintptr) int64 {
 	var ts syscall.Timespec
-	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockProcessCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, id, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
 		return 0
 	}
 	return ts.Nano()
