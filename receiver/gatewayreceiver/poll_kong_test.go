@@ -136,9 +136,17 @@ func TestKongFaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := smallKong()
 			srv := startFakeKong(t, f)
+			// Only the slow case needs a short timeout; the others keep a
+			// long one, so that a loaded machine (a poll of several pages
+			// took over 200 ms under -race with other work) cannot turn
+			// their outcome into a timeout.
+			timeout := 10 * time.Second
+			if c.fault == testutil.FaultSlow {
+				timeout = 200 * time.Millisecond
+			}
 			hh := newHealthHarness(t, func(hc *HealthConfig) {
 				hc.Profile = ProfileKong
-				hc.Pollers = pollersOf("kong", kongPoller(srv.URL, func(p *PollerConfig) { p.Timeout = 200 * time.Millisecond }))
+				hc.Pollers = pollersOf("kong", kongPoller(srv.URL, func(p *PollerConfig) { p.Timeout = timeout }))
 			})
 			hh.pollAndEmit(0)
 			want := smallKongWant()
